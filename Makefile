@@ -1,0 +1,41 @@
+# `make test` and `make demo` work from a fresh clone: they create .venv and install first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+MWP_PROTOCOL_ROOT ?= ../shared/mwp-0.1
+export MWP_PROTOCOL_ROOT
+
+.PHONY: install test lint typecheck unit conformance demo bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check mwp workflows activities workers tests benchmarks
+	$(BIN)/ruff format --check mwp workflows activities workers tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy mwp workflows activities workers
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+conformance: $(STAMP)
+	$(BIN)/mwp conformance --root $(MWP_PROTOCOL_ROOT)
+
+test: lint typecheck unit conformance
+
+demo: $(STAMP)
+	$(BIN)/mwp demo
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.signed_documents
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

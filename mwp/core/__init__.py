@@ -1,0 +1,1 @@
+"""The pure protocol core: no I/O, no Temporal imports, deterministic."""

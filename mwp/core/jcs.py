@@ -1,0 +1,128 @@
+"""RFC 8785 JSON Canonicalization Scheme under the I-JSON data model (spec 2, 17.4)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+
+class JcsDataModelError(ValueError):
+    """The value cannot enter the JCS data model (non-finite number, lone surrogate, ...)."""
+
+
+def canonicalize(value: Any) -> bytes:
+    """Canonical UTF-8 bytes of a JSON value."""
+    parts: list[str] = []
+    _emit(value, parts)
+    return "".join(parts).encode("utf-8")
+
+
+def sha256_ref(data: bytes) -> str:
+    """``sha256:<lower-case hex>`` of exact bytes."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def jcs_hash(value: Any) -> str:
+    return sha256_ref(canonicalize(value))
+
+
+def _emit(value: Any, out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        out.append(_string(value))
+    elif isinstance(value, int):
+        out.append(_number(_int_to_binary64(value)))
+    elif isinstance(value, float):
+        out.append(_number(value))
+    elif isinstance(value, dict):
+        out.append("{")
+        first = True
+        for key in sorted(value, key=_utf16_key):
+            if not isinstance(key, str):
+                raise JcsDataModelError("object member names must be strings")
+            if not first:
+                out.append(",")
+            first = False
+            out.append(_string(key))
+            out.append(":")
+            _emit(value[key], out)
+        out.append("}")
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            _emit(item, out)
+        out.append("]")
+    else:
+        raise JcsDataModelError(f"not a JSON value: {type(value).__name__}")
+
+
+def _utf16_key(key: str) -> bytes:
+    # RFC 8785 sorts member names by their UTF-16 code units.
+    return key.encode("utf-16-be", errors="surrogatepass")
+
+
+def _int_to_binary64(value: int) -> float:
+    try:
+        return float(value)  # correctly rounded, as I-JSON requires
+    except OverflowError as exc:
+        raise JcsDataModelError("integer outside the finite binary64 domain") from exc
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
+            "\t": "\\t"}
+
+
+def _string(text: str) -> str:
+    out = ['"']
+    for char in text:
+        code = ord(char)
+        if 0xD800 <= code <= 0xDFFF:
+            raise JcsDataModelError("string contains an unpaired surrogate")
+        escaped = _ESCAPES.get(char)
+        if escaped is not None:
+            out.append(escaped)
+        elif code < 0x20:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
+def _number(value: float) -> str:
+    """ECMAScript Number::toString for a finite binary64 value."""
+    if not math.isfinite(value):
+        raise JcsDataModelError("number outside the finite binary64 domain")
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    # repr gives the shortest round-trip digits; reformat them the ECMAScript way.
+    mantissa, _, exp_text = repr(abs(value)).partition("e")
+    int_part, _, frac_part = mantissa.partition(".")
+    digits = (int_part + frac_part).lstrip("0")
+    # n: position of the decimal point relative to the start of the digit string.
+    point = len(int_part) + (int(exp_text) if exp_text else 0)
+    if int_part == "0":
+        stripped = frac_part.lstrip("0")
+        point = -(len(frac_part) - len(stripped)) + (int(exp_text) if exp_text else 0)
+        digits = stripped
+    digits = digits.rstrip("0") or "0"
+    k = len(digits)
+    if k <= point <= 21:
+        return sign + digits + "0" * (point - k)
+    if 0 < point <= 21:
+        return sign + digits[:point] + "." + digits[point:]
+    if -6 < point <= 0:
+        return sign + "0." + "0" * (-point) + digits
+    exponent = point - 1
+    exp_sign = "+" if exponent >= 0 else "-"
+    head = digits[0] + ("." + digits[1:] if k > 1 else "")
+    return f"{sign}{head}e{exp_sign}{abs(exponent)}"

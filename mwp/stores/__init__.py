@@ -1,0 +1,1 @@
+"""Durable stores behind the core's typed interfaces."""
