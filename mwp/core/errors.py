@@ -126,9 +126,9 @@ class Diagnostic:
         return f"Diagnostic(stage={self.stage!r}, reason={self.reason!r})"
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, Diagnostic)
-            and (self.stage, self.reason) == (other.stage, other.reason)
+        return isinstance(other, Diagnostic) and (self.stage, self.reason) == (
+            other.stage,
+            other.reason,
         )
 
     def __hash__(self) -> int:

@@ -6,7 +6,7 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -51,7 +51,7 @@ _TIMESTAMP = re.compile(
     r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})(?:\.(?P<f>[0-9]+))?"
     r"(?P<off>[Zz]|[+-][0-9]{2}:[0-9]{2})"
 )
-_EPOCH = datetime(1, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, order=True)
@@ -115,7 +115,7 @@ def is_profile_timestamp(text: str) -> bool:
 
 def format_utc(moment: datetime) -> str:
     """Serialize an aware datetime in the protocol's canonical UTC-Z spelling."""
-    utc = moment.astimezone(timezone.utc)
+    utc = moment.astimezone(UTC)
     text = utc.strftime("%Y-%m-%dT%H:%M:%S")
     if utc.microsecond:
         text += f".{utc.microsecond:06d}".rstrip("0")
