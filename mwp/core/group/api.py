@@ -1,0 +1,116 @@
+"""The Group Authority's pure interface: what the Temporal shell calls.
+
+INTERFACE CONTRACT (names and shapes are stable; implementations live beside this file).
+
+One :class:`GroupAuthority` holds one Group's authoritative state. The shell (MissionWorkflow)
+verifies a Command's signature first (``mwp.core.signed_document.verify``), then:
+
+* ``authority.check(envelope, ctx)`` in the Update *validator*: decides without changing
+  anything; raises :class:`mwp.core.errors.MwpError` to reject (rejections never enter
+  Temporal history);
+* ``authority.submit(envelope, ctx)`` in the Update *handler*: decides again and applies,
+  atomically, returning an :class:`Outcome` (receipt + the new unsigned Event bodies);
+* ``authority.fire(timer, ctx)`` when a WorkItemWorkflow reports a durable timer that
+  fired (offer expiry, start-by deadline, lease expiry, blocked-lease expiry);
+* ``authority.snapshot()`` / ``GroupAuthority.restore(...)`` carry compact state across
+  continue-as-new; ``replay(events)`` rebuilds the same state from the Event log alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from mwp.core.registry import Principal
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A Command that passed six-stage verification, ready for the Authority to decide."""
+
+    command: dict[str, Any]  # the wire Command as received (parsed JSON, with signature)
+    signing_hash: str  # sha256 of its JCS signing bytes: byte-equality for idempotency
+    command_hash: str  # sha256 of the JCS of the whole Command: the Events' ``commandHash``
+
+
+@dataclass(frozen=True)
+class AuthorityContext:
+    """Facts the shell supplies for one decision; everything else is Group state."""
+
+    now: str  # the Authority's clock, a protocol timestamp in UTC ``Z`` spelling
+    authority: Principal  # the Group Authority service: every Event's ``acceptedBy``
+    # Current Session Epoch of each Agent, from the Organization's session service.
+    session_epochs: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What an accepted Command returns, and what a byte-equal retry returns again."""
+
+    action_id: str
+    actor_id: str
+    signing_hash: str
+    group_id: str
+    first_sequence: int
+    last_sequence: int
+    event_ids: tuple[str, ...]
+    aggregate_revision: int
+    accepted_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "actionId": self.action_id,
+            "actorId": self.actor_id,
+            "signingHash": self.signing_hash,
+            "groupId": self.group_id,
+            "firstSequence": self.first_sequence,
+            "lastSequence": self.last_sequence,
+            "eventIds": list(self.event_ids),
+            "aggregateRevision": self.aggregate_revision,
+            "acceptedAt": self.accepted_at,
+        }
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> Receipt:
+        return cls(
+            value["actionId"],
+            value["actorId"],
+            value["signingHash"],
+            value["groupId"],
+            value["firstSequence"],
+            value["lastSequence"],
+            tuple(value["eventIds"]),
+            value["aggregateRevision"],
+            value["acceptedAt"],
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    receipt: Receipt
+    # Unsigned Event bodies (every event.schema.json member except ``signature``), in
+    # sequence order. Empty when ``duplicate`` is true (the original receipt is returned).
+    events: tuple[dict[str, Any], ...]
+    duplicate: bool = False
+
+
+TimerKind = Literal["offer_expiry", "start_by", "execution_lease", "blocked_lease"]
+
+
+@dataclass(frozen=True)
+class TimerRequest:
+    """A durable timer a WorkItemWorkflow must hold for its item (derived from state)."""
+
+    work_item_id: str
+    kind: TimerKind
+    due_at: str  # protocol timestamp
+    # Which grant the timer belongs to, so a stale timer firing after a renewal or a new
+    # Ownership Epoch is ignored: e.g. the offer ID, or "<ownershipEpoch>:<leaseId>".
+    token: str
+
+
+@dataclass(frozen=True)
+class TimerFired:
+    work_item_id: str
+    kind: TimerKind
+    token: str
