@@ -41,6 +41,9 @@ class AuthorityContext:
     authority: Principal  # the Group Authority service: every Event's ``acceptedBy``
     # Current Session Epoch of each Agent, from the Organization's session service.
     session_epochs: dict[str, int] = field(default_factory=dict)
+    # Approved Missions a ``mission.create_follow_up`` may link to: Mission ID -> the ID of its
+    # MissionOwner, as the Organization knows them. Only that kind reads it.
+    approved_missions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

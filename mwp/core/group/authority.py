@@ -1,0 +1,330 @@
+"""The Group Authority: decide, then append and evolve, one Command at a time.
+
+``submit`` is atomic because it decides first (pure, into drafts) and only then applies the
+drafts: a rejection leaves the state exactly as it was. Applying a draft assigns the next
+Group sequence, a derived Event ID and the aggregate's next revision, then evolves the state
+with the very Event it returns, so ``replay`` of the returned Events rebuilds the same state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from mwp.core.errors import Diagnostic, ErrorCode, MwpError
+from mwp.core.group.api import (
+    AuthorityContext,
+    Envelope,
+    Outcome,
+    Receipt,
+    TimerFired,
+    TimerRequest,
+)
+from mwp.core.group.conversation_window import MessageWindow
+from mwp.core.group.decision import Accepted, decide
+from mwp.core.group.drafts import Aggregate, Drafts
+from mwp.core.group.execution_lease import expiry_draft
+from mwp.core.group.ids import derive_id, event_id
+from mwp.core.group.kinds import evolve
+from mwp.core.group.policy import MESSAGE_WINDOW, RECEIPT_WINDOW
+from mwp.core.group.receipts import ReceiptCache, ReceiptEntry, command_digest, signing_digest
+from mwp.core.group.state import GroupState
+from mwp.core.group.timers import item_timers, timer_requests
+from mwp.core.group.views import (
+    mission_view,
+    search_attributes,
+    work_item_search_attributes,
+    work_item_view,
+)
+
+Json = dict[str, Any]
+
+T = TypeVar("T")
+
+SNAPSHOT_FORMAT = "mwp-group-authority/1"
+
+
+class GroupAuthority:
+    """One Group's authoritative state and the only way to change it."""
+
+    __slots__ = ("_state",)
+
+    def __init__(
+        self, *, receipt_window: int = RECEIPT_WINDOW, message_window: int = MESSAGE_WINDOW
+    ) -> None:
+        self._state = GroupState(
+            receipts=ReceiptCache(receipt_window), messages=MessageWindow(message_window)
+        )
+
+    # --- identity ---------------------------------------------------------------------------
+
+    @property
+    def group_id(self) -> str:
+        return self._state.group_id
+
+    @property
+    def mission_id(self) -> str:
+        return self._state.mission_id
+
+    @property
+    def sequence(self) -> int:
+        return self._state.sequence
+
+    @property
+    def receipt_horizon(self) -> int:
+        """Receipts of every Command accepted from this Group sequence on are retained."""
+        return self._state.receipts.horizon
+
+    # --- Commands ---------------------------------------------------------------------------
+
+    def check(self, envelope: Envelope, ctx: AuthorityContext) -> None:
+        """Decide without changing anything; raise :class:`MwpError` to reject.
+
+        A byte-equal retry of an accepted Command passes (``submit`` returns its receipt).
+        """
+        _guarded(lambda: decide(self._state, envelope, ctx))
+
+    def submit(self, envelope: Envelope, ctx: AuthorityContext) -> Outcome:
+        """Decide and apply atomically: the receipt and new Events, or a typed rejection."""
+        decision = _guarded(lambda: decide(self._state, envelope, ctx))
+        cmd = decision.cmd
+        if not isinstance(decision, Accepted):
+            receipt = _receipt(
+                cmd.action_id, cmd.actor_id, cmd.signing_hash, self._state.group_id, decision.entry
+            )
+            return Outcome(receipt, (), duplicate=True)
+        group_id = self._state.group_id or cmd.group_id or ""
+        events = self._apply(
+            decision.drafts,
+            group_id=group_id,
+            actor=cmd.actor,
+            cause={"type": "command", "id": cmd.action_id},
+            correlation_id=cmd.correlation_id,
+            command_hash=cmd.command_hash,
+            ctx=ctx,
+        )
+        entry = ReceiptEntry(
+            signing_digest(cmd.signing_hash),
+            events[0]["sequence"],
+            events[-1]["sequence"],
+            events[-1]["aggregateRevision"],
+            ctx.now,
+        )
+        self._state.receipts.record(cmd.actor_id, cmd.action_id, entry)
+        receipt = _receipt(cmd.action_id, cmd.actor_id, cmd.signing_hash, group_id, entry)
+        return Outcome(receipt, tuple(events))
+
+    # --- timers -----------------------------------------------------------------------------
+
+    def timers(self) -> list[TimerRequest]:
+        """Every durable timer the current state needs (offer expiry, start-by, leases)."""
+        return timer_requests(self._state)
+
+    def work_item_timers(self, work_item_id: str) -> list[TimerRequest]:
+        """The timers of one WorkItem: O(1), for syncing the items an Outcome touched."""
+        item = self._state.work_items.get(work_item_id)
+        return item_timers(self._state, item) if item is not None else []
+
+    def fire(self, timer: TimerFired, ctx: AuthorityContext) -> Outcome | None:
+        """A durable timer fired: the Events it causes, or None when stale or Event-free."""
+        state = self._state
+        mission = state.mission
+        item = state.work_items.get(timer.work_item_id)
+        if mission is None or mission.state != "active" or item is None:
+            return None
+        drafts = Drafts(state.sequence + 1)
+        if not expiry_draft(item, timer.kind, timer.token, ctx.now, drafts):
+            return None
+        cause_id = derive_id(state.group_id, "timer", timer.kind, timer.token)
+        events = self._apply(
+            drafts,
+            group_id=state.group_id,
+            actor=ctx.authority.to_json(),
+            cause={"type": "timer", "id": cause_id},
+            correlation_id=item.work_item_id,
+            command_hash=None,
+            ctx=ctx,
+        )
+        entry = ReceiptEntry(
+            "",
+            events[0]["sequence"],
+            events[-1]["sequence"],
+            events[-1]["aggregateRevision"],
+            ctx.now,
+        )
+        receipt = _receipt(cause_id, ctx.authority.id, "", state.group_id, entry)
+        return Outcome(receipt, tuple(events))
+
+    # --- applying ---------------------------------------------------------------------------
+
+    def _apply(
+        self,
+        drafts: Drafts,
+        *,
+        group_id: str,
+        actor: Mapping[str, str],
+        cause: Json,
+        correlation_id: str,
+        command_hash: str | None,
+        ctx: AuthorityContext,
+    ) -> list[Json]:
+        state = self._state
+        accepted_by = ctx.authority.to_json()
+        events = []
+        for draft in drafts.items:
+            sequence = state.sequence + 1
+            event: Json = {
+                "protocolVersion": "0.1",
+                "eventId": event_id(group_id, sequence),
+                "groupId": group_id,
+                "sequence": sequence,
+                "aggregateRevision": _revision(state, draft.aggregate) + 1,
+                "kind": draft.kind,
+                "actor": dict(actor),
+                "cause": cause,
+                "correlationId": correlation_id,
+            }
+            if draft.conversation_id is not None:
+                event["conversationId"] = draft.conversation_id
+            if draft.work_item_id is not None:
+                event["workItemId"] = draft.work_item_id
+            event["occurredAt"] = ctx.now
+            event["payload"] = draft.payload
+            event["acceptedBy"] = accepted_by
+            if command_hash is not None:
+                event["commandHash"] = command_hash
+            evolve(state, event)
+            events.append(event)
+        return events
+
+    # --- continue-as-new --------------------------------------------------------------------
+
+    def snapshot(self) -> Json:
+        """Compact JSON state; its size depends on live aggregates, never on Event count
+        (receipts and the Message window are bounded). Treat it as read-only."""
+        return {"format": SNAPSHOT_FORMAT, "state": self._state.to_json()}
+
+    @classmethod
+    def restore(cls, snapshot: Mapping[str, Any]) -> GroupAuthority:
+        if snapshot.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError(f"not a {SNAPSHOT_FORMAT} snapshot")
+        authority = cls.__new__(cls)
+        authority._state = GroupState.from_json(snapshot["state"])
+        return authority
+
+    # --- views ------------------------------------------------------------------------------
+
+    def mission_view(self) -> Json:
+        return mission_view(self._state)
+
+    def work_item_view(self, work_item_id: str) -> Json:
+        return work_item_view(self._state, self._state.work_items[work_item_id])
+
+    def work_item_ids(self) -> list[str]:
+        return list(self._state.work_items)
+
+    def search_attributes(self) -> dict[str, str]:
+        return search_attributes(self._state)
+
+    def work_item_search_attributes(self, work_item_id: str) -> dict[str, str]:
+        return work_item_search_attributes(self._state.work_items[work_item_id])
+
+
+def replay(
+    events: Iterable[Mapping[str, Any]],
+    *,
+    receipt_window: int = RECEIPT_WINDOW,
+    message_window: int = MESSAGE_WINDOW,
+) -> GroupAuthority:
+    """Rebuild a Group from its Event log alone: the same state ``submit`` built.
+
+    Receipts are rebuilt from each Event's cause and ``commandHash`` (see receipts.py for what
+    that can and cannot recognize). Raises ``ValueError`` on a gap or a foreign Event.
+    """
+    authority = GroupAuthority(receipt_window=receipt_window, message_window=message_window)
+    state = authority._state
+    pending: tuple[str, str, ReceiptEntry] | None = None
+    for event in events:
+        if event.get("sequence") != state.sequence + 1 or (
+            state.group_id and event.get("groupId") != state.group_id
+        ):
+            raise ValueError(f"Event {event.get('eventId')} does not continue this Group's log")
+        evolve(state, dict(event))
+        cause, actor = event["cause"], event["actor"]
+        if cause["type"] != "command":
+            if pending is not None:
+                state.receipts.record(*pending)
+                pending = None
+            continue
+        if pending is not None and (pending[0], pending[1]) == (actor["id"], cause["id"]):
+            pending[2].last_sequence = event["sequence"]
+            pending[2].aggregate_revision = event["aggregateRevision"]
+            continue
+        if pending is not None:
+            state.receipts.record(*pending)
+        pending = (
+            actor["id"],
+            cause["id"],
+            ReceiptEntry(
+                command_digest(event.get("commandHash", "")),
+                event["sequence"],
+                event["sequence"],
+                event["aggregateRevision"],
+                event["occurredAt"],
+            ),
+        )
+    if pending is not None:
+        state.receipts.record(*pending)
+    return authority
+
+
+def _receipt(
+    action_id: str, actor_id: str, signing_hash: str, group_id: str, entry: ReceiptEntry
+) -> Receipt:
+    return Receipt(
+        action_id=action_id,
+        actor_id=actor_id,
+        signing_hash=signing_hash,
+        group_id=group_id,
+        first_sequence=entry.first_sequence,
+        last_sequence=entry.last_sequence,
+        event_ids=tuple(
+            event_id(group_id, s) for s in range(entry.first_sequence, entry.last_sequence + 1)
+        ),
+        aggregate_revision=entry.aggregate_revision,
+        accepted_at=entry.accepted_at,
+    )
+
+
+def _revision(state: GroupState, aggregate: Aggregate) -> int:
+    kind, ident = aggregate
+    if kind == "mission":
+        return state.mission.revision if state.mission else 0
+    if kind == "work_item":
+        item = state.work_items.get(ident)
+        return item.revision if item else 0
+    if kind == "membership":
+        member = state.memberships.get(ident)
+        return member.revision if member else 0
+    if kind == "conversation":
+        return state.conversations[ident].revision
+    if kind == "coordinator_lease":
+        lease = state.coordinator
+        return lease.revision if lease and lease.lease_id == ident else 0
+    proposal = state.proposals.get(ident)
+    return proposal.revision if proposal else 0
+
+
+def _guarded(step: Callable[[], T]) -> T:
+    """Run a decision; an unexpected fault becomes a retryable ``INTERNAL_ERROR`` (nothing was
+    applied, so the Group is unchanged)."""
+    try:
+        return step()
+    except MwpError:
+        raise
+    except Exception as exc:  # a defect, not a verdict: never let it escape untyped
+        raise MwpError(
+            ErrorCode.INTERNAL_ERROR,
+            "the Authority failed without accepting the Command",
+            diagnostic=Diagnostic("decide", type(exc).__name__),
+        ) from exc

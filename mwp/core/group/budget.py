@@ -1,0 +1,76 @@
+"""The Mission budget ledger of allocations: budgets narrow downward (invariant 11, spec 12).
+
+Every WorkItem that is not cancelled holds its contract budget against the Mission's limits,
+dimension by dimension; a dimension the Mission does not limit is not limited. One dimension
+over its limit refuses the whole transition as ``BUDGET_EXCEEDED``. Amounts are summed as
+decimals of their JSON text so 0.1 + 0.2 is exactly 0.3.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from mwp.core.errors import ErrorCode
+from mwp.core.group.rejection import invalid, reject
+from mwp.core.group.state import GroupState
+
+DIMENSIONS = (
+    "financialLimit",
+    "modelTokenLimit",
+    "toolCallLimit",
+    "computeSecondsLimit",
+    "wallClockSecondsLimit",
+    "externalSideEffectLimit",
+)
+
+
+def _amount(value: Any) -> Decimal:
+    return Decimal(str(value))
+
+
+def allocation(budget: dict[str, Any]) -> dict[str, Decimal]:
+    return {d: _amount(budget[d]) for d in DIMENSIONS if d in budget}
+
+
+def recount(state: GroupState) -> dict[str, Decimal]:
+    """The ledger from scratch (after a restore); evolvers keep it current incrementally."""
+    totals = dict.fromkeys(DIMENSIONS, Decimal(0))
+    for item in state.work_items.values():
+        if item.state != "cancelled":
+            for dimension, amount in allocation(item.contract["budget"]).items():
+                totals[dimension] += amount
+    return totals
+
+
+def book(state: GroupState, budget: dict[str, Any], sign: int) -> None:
+    for dimension, amount in allocation(budget).items():
+        state.allocated[dimension] = state.allocated.get(dimension, Decimal(0)) + sign * amount
+
+
+def check_allocation(state: GroupState, budget: dict[str, Any], work_item_id: str) -> None:
+    mission = state.mission
+    assert mission is not None
+    limits = mission.budget
+    if (
+        "financialLimit" in budget
+        and "financialLimit" in limits
+        and budget.get("currency") != limits.get("currency")
+    ):
+        invalid("the WorkItem budget's currency differs from the Mission's")
+    item = state.work_items.get(work_item_id)
+    held = allocation(item.contract["budget"]) if item and item.state != "cancelled" else {}
+    for dimension in DIMENSIONS:
+        if dimension not in limits or dimension not in budget:
+            continue
+        limit, requested = _amount(limits[dimension]), _amount(budget[dimension])
+        current = state.allocated.get(dimension, Decimal(0)) - held.get(dimension, Decimal(0))
+        if current + requested > limit:
+            reject(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"allocating {dimension} would exceed the Mission budget",
+                dimension=dimension,
+                limit=str(limit),
+                allocated=str(current),
+                requested=str(requested),
+            )

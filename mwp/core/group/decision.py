@@ -1,0 +1,103 @@
+"""The Authority step: the ordered checks every Command passes before its kind decides.
+
+1. Group scope (``GROUP_NOT_FOUND``); creation kinds create the Group.
+2. ``(actor, actionId)`` idempotency: the original receipt, or ``ACTION_ID_COLLISION``.
+3. Session fencing for agents (``AUTH_STALE_SESSION``).
+4. Membership and its epoch (``MEMBERSHIP_REQUIRED`` / ``MEMBERSHIP_STALE``).
+5. Coordinator Epoch when the Command exercises the Coordinator lease (``AUTH_STALE_COORDINATOR``).
+6. ``expectedRevision`` against the target aggregate (``REVISION_CONFLICT``).
+7. Role and policy (``AUTH_FORBIDDEN``).
+8. The kind's own rule, producing Event drafts without touching state.
+
+Nothing here mutates state; a failure at any step is a typed :class:`MwpError` carrying the
+Command's Action ID.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mwp.core.errors import Diagnostic, ErrorCode, MwpError
+from mwp.core.group.api import AuthorityContext, Envelope
+from mwp.core.group.coordinator_lease import check_coordinator
+from mwp.core.group.drafts import Drafts
+from mwp.core.group.incoming import Incoming
+from mwp.core.group.kinds import RULES
+from mwp.core.group.membership import check_membership
+from mwp.core.group.receipts import ReceiptEntry
+from mwp.core.group.rejection import reject, revision_conflict
+from mwp.core.group.state import GroupState
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    cmd: Incoming
+    drafts: Drafts
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    cmd: Incoming
+    entry: ReceiptEntry
+
+
+def decide(state: GroupState, envelope: Envelope, ctx: AuthorityContext) -> Accepted | Duplicate:
+    try:
+        cmd = Incoming.parse(envelope)
+    except MwpError as error:
+        action_id = envelope.command.get("actionId") if isinstance(envelope.command, dict) else None
+        error.action_id = action_id if isinstance(action_id, str) else None
+        raise
+    try:
+        return _decide(state, cmd, ctx)
+    except MwpError as error:
+        error.action_id = cmd.action_id
+        error.group_id = error.group_id or cmd.group_id
+        raise
+    except Exception as exc:  # a defect, not a verdict: typed, retryable, nothing applied
+        raise MwpError(
+            ErrorCode.INTERNAL_ERROR,
+            "the Authority failed without accepting the Command",
+            action_id=cmd.action_id,
+            group_id=cmd.group_id,
+            diagnostic=Diagnostic("decide", type(exc).__name__),
+        ) from exc
+
+
+def _decide(state: GroupState, cmd: Incoming, ctx: AuthorityContext) -> Accepted | Duplicate:
+    rule = RULES.get(cmd.kind)
+    # 1. Group scope.
+    if state.mission is None:
+        if rule is None or not rule.creates_group:
+            reject(ErrorCode.GROUP_NOT_FOUND, "no such Group")
+    elif cmd.group_id != state.group_id:
+        reject(ErrorCode.GROUP_NOT_FOUND, "no such Group")
+    # 2. Idempotency.
+    entry = state.receipts.find(cmd.actor_id, cmd.action_id)
+    if entry is not None:
+        if entry.same_content(cmd.signing_hash, cmd.command_hash):
+            return Duplicate(cmd, entry)
+        reject(ErrorCode.ACTION_ID_COLLISION, "the Action ID was already used for other content")
+    if rule is None:
+        reject(ErrorCode.INVALID_COMMAND, f"{cmd.kind} is not a Command this Authority accepts")
+    if not rule.creates_group:
+        # 3. Session fencing: only the current Session Epoch of an agent may act.
+        if cmd.is_agent and (
+            cmd.session_epoch is None or cmd.session_epoch != ctx.session_epochs.get(cmd.actor_id)
+        ):
+            reject(ErrorCode.AUTH_STALE_SESSION, "the Session Epoch is fenced")
+        # 4. Membership.
+        check_membership(state, cmd, rule.provisional_ok)
+        # 5. Coordinator Epoch.
+        check_coordinator(state, cmd, ctx, rule.coordinator(state, cmd))
+        # 6. Expected revision.
+        if cmd.expected_revision is not None:
+            target = rule.target(state, cmd)
+            if target is not None and target[1] != cmd.expected_revision:
+                revision_conflict(cmd.expected_revision, target[1], target[0])
+        # 7. Role and policy.
+        rule.authorize(state, cmd)
+    # 8. The kind's own rule.
+    drafts = Drafts(state.sequence + 1)
+    rule.decide(state, cmd, ctx, drafts)
+    return Accepted(cmd, drafts)

@@ -1,0 +1,40 @@
+"""The two tables: one ``decide`` rule per Command kind, one ``evolve`` per Event kind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mwp.core.group import (
+    approval,
+    conversation,
+    coordinator_lease,
+    execution_lease,
+    membership,
+    mission,
+    work_item,
+)
+from mwp.core.group.rules import CommandRule
+from mwp.core.group.state import GroupState
+
+Evolve = Callable[[GroupState, dict[str, Any]], None]
+
+_MODULES = (
+    mission,
+    coordinator_lease,
+    membership,
+    conversation,
+    work_item,
+    approval,
+    execution_lease,
+)
+
+RULES: dict[str, CommandRule] = {rule.kind: rule for m in _MODULES for rule in m.RULES}
+EVOLVERS: dict[str, Evolve] = {kind: f for m in _MODULES for kind, f in m.EVOLVERS.items()}
+
+
+def evolve(state: GroupState, event: dict[str, Any]) -> None:
+    """Apply one accepted Event. Total on Events the Authority itself produced."""
+    EVOLVERS[event["kind"]](state, event)
+    state.sequence = event["sequence"]
+    state.clock = event["occurredAt"]

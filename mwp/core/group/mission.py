@@ -1,0 +1,419 @@
+"""The Mission lifecycle (spec 7.1, 7.3): creation, submission, human Approval, closure.
+
+Submission rule: the Coordinator may submit only when every WorkItem is settled (``verified``,
+``cancelled`` or ``failed``) and at least one is ``verified``; the submitted Artifact set must
+be non-empty and drawn from the verified WorkItems' submissions. The submission fixes the
+Mission revision (the one its own Event produces) that the MissionOwner approves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mwp.core.errors import ErrorCode
+from mwp.core.group.api import AuthorityContext
+from mwp.core.group.clock import reached
+from mwp.core.group.coordinator_lease import (
+    assignment,
+    coordinator_session,
+    lease_from_payload,
+    lease_payload,
+    lease_seconds,
+    new_lease,
+)
+from mwp.core.group.drafts import Drafts
+from mwp.core.group.ids import derive_id, main_conversation_id
+from mwp.core.group.incoming import Incoming
+from mwp.core.group.membership import add_grant, grant
+from mwp.core.group.rejection import bad_transition, forbidden, invalid, reject, revision_conflict
+from mwp.core.group.roles import (
+    anyone,
+    coordinator_only,
+    coordinator_or_service,
+    owner_only,
+    owner_or_service,
+)
+from mwp.core.group.rules import CommandRule, by_agent
+from mwp.core.group.state import (
+    UNFINISHED_WORK_STATES,
+    Conversation,
+    GroupState,
+    Mission,
+    MissionSubmission,
+)
+from mwp.models import DocumentInvalid, validate_document
+
+Json = dict[str, Any]
+
+SETTLED_WORK_STATES = frozenset({"verified", "cancelled", "failed"})
+_DEFAULT_APPROVAL_POLICY = {"finalHumanApproval": True, "highRiskExecutionApproval": True}
+
+
+def mission_document(state: GroupState) -> Json:
+    """The mission.schema.json object of the current Mission."""
+    m, lease = state.mission, state.coordinator
+    assert m is not None and lease is not None
+    doc: Json = {
+        "missionId": m.mission_id,
+        "groupId": state.group_id,
+        "revision": m.revision,
+        "objective": m.objective,
+        "definitionOfDone": m.definition_of_done,
+        "missionOwner": m.owner,
+        "coordinator": assignment(lease),
+        "state": m.state,
+        "budget": m.budget,
+        "deadline": m.deadline,
+        "approvalPolicy": m.approval_policy,
+        "createdAt": m.created_at,
+    }
+    if m.follow_up_to is not None:
+        doc["followUpToMissionId"] = m.follow_up_to
+    return doc
+
+
+def conversation_document(state: GroupState, c: Conversation) -> Json:
+    doc: Json = {
+        "conversationId": c.conversation_id,
+        "missionId": state.mission_id,
+        "groupId": state.group_id,
+        "type": c.type,
+        "title": c.title,
+        "access": {"mode": "group"},
+        "createdBy": c.created_by,
+        "createdAt": c.created_at,
+        "state": "active",
+        "revision": c.revision,
+    }
+    if c.primary_work_item_id is not None:
+        doc["primaryWorkItemId"] = c.primary_work_item_id
+    return doc
+
+
+def conversation_from_document(doc: Json) -> Conversation:
+    return Conversation(
+        conversation_id=doc["conversationId"],
+        type=doc["type"],
+        title=doc["title"],
+        created_by=doc["createdBy"],
+        created_at=doc["createdAt"],
+        revision=doc["revision"],
+        primary_work_item_id=doc.get("primaryWorkItemId"),
+    )
+
+
+# --- mission.create / mission.create_follow_up ---------------------------------------------------
+
+
+def _decide_create(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts) -> None:
+    if state.mission is not None:
+        bad_transition("Mission", state.mission.state, cmd.kind)
+    if not cmd.is_human:
+        forbidden("a root Mission is created by its human MissionOwner")
+    group_id = cmd.group_id
+    if group_id is None:
+        invalid("the Command must name the Group being created")
+    p = cmd.payload
+    if p.has("groupId") and p.id("groupId") != group_id:
+        invalid("payload.groupId differs from the Command's groupId")
+    mission_id = p.id("missionId")
+    deadline = p.timestamp("deadline")
+    if reached(ctx.now, deadline):
+        invalid("the Mission deadline has already passed")
+    coordinator_id = p.id("coordinatorAgentId")
+    if coordinator_id == cmd.actor_id:
+        invalid("the MissionOwner cannot be the Coordinator")
+    card = p.integer("coordinatorAgentCardVersion", minimum=1, default=1)
+    seconds = lease_seconds(cmd)
+    session = coordinator_session(ctx, coordinator_id)
+    follow_up_to = None
+    if cmd.kind == "mission.create_follow_up":
+        follow_up_to = p.id("followUpToMissionId")
+        owner_of_approved = ctx.approved_missions.get(follow_up_to)
+        if owner_of_approved is None:
+            invalid("a follow-up must link to an approved Mission", missionId=follow_up_to)
+        if owner_of_approved != cmd.actor_id:
+            forbidden("only the approved Mission's MissionOwner may create its follow-up")
+    lease = new_lease(group_id, coordinator_id, card, 1, session, ctx.now, seconds)
+    mission_doc: Json = {
+        "missionId": mission_id,
+        "groupId": group_id,
+        "revision": 1,
+        "objective": p.raw("objective"),
+        "definitionOfDone": p.raw("definitionOfDone"),
+        "missionOwner": cmd.actor,
+        "coordinator": assignment(lease),
+        "state": "active",
+        "budget": p.raw("budget"),
+        "deadline": deadline,
+        "approvalPolicy": p.raw("approvalPolicy")
+        if p.has("approvalPolicy")
+        else dict(_DEFAULT_APPROVAL_POLICY),
+        "createdAt": ctx.now,
+    }
+    if follow_up_to is not None:
+        mission_doc["followUpToMissionId"] = follow_up_to
+    try:
+        model = validate_document("mission.schema.json", mission_doc)
+    except DocumentInvalid as exc:
+        invalid(f"the Mission is invalid: {exc.reason}", reason=exc.reason)
+    mission_doc = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    criteria = [c["criterionId"] for c in mission_doc["definitionOfDone"]]
+    if len(set(criteria)) != len(criteria):
+        invalid("definitionOfDone criterion IDs must be unique")
+    conversation = Conversation(
+        conversation_id=main_conversation_id(group_id),
+        type="group",
+        title=p.opt_text("title", max_length=500) or "Mission planning",
+        created_by=cmd.actor,
+        created_at=ctx.now,
+    )
+    # Documents are built before the Group exists, so give them its identity explicitly.
+    scratch = GroupState(group_id=group_id)
+    scratch.mission = Mission(mission_id, 0, "", [], cmd.actor, "", {}, "", {}, "", None, "", "")
+    payload = {
+        "mission": mission_doc,
+        "mainConversation": conversation_document(scratch, conversation),
+        **lease_payload(scratch, lease),
+    }
+    kind = "mission.created" if follow_up_to is None else "mission.follow_up.created"
+    drafts.add(kind, ("mission", mission_id), payload)
+    for member, role in (
+        (cmd.actor, "mission_owner"),
+        (_agent(coordinator_id), "coordinator"),
+    ):
+        doc = grant(scratch, member, role, now=ctx.now, sequence=drafts.next_sequence)
+        assert doc is not None
+        add_grant(drafts, doc, cmd.kind)
+
+
+def _agent(agent_id: str) -> Json:
+    return {"type": "agent", "id": agent_id}
+
+
+# --- mission.submit_for_approval -----------------------------------------------------------------
+
+
+def _decide_submit(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts) -> None:
+    mission = _require_state(state, cmd, "active")
+    p = cmd.payload
+    hashes = p.sha256_list("artifactHashes", min_items=1)
+    summary = p.opt_text("summary", max_length=10000)
+    unsettled = [
+        w.work_item_id for w in state.work_items.values() if w.state not in SETTLED_WORK_STATES
+    ]
+    if unsettled:
+        reject(
+            ErrorCode.INVALID_STATE_TRANSITION,
+            "every WorkItem must be verified, cancelled or failed before submission",
+            unsettledWorkItemIds=unsettled[:100],
+        )
+    verified = [w for w in state.work_items.values() if w.state == "verified"]
+    if not verified:
+        reject(ErrorCode.INVALID_STATE_TRANSITION, "no WorkItem has been verified")
+    produced = {h for w in verified for h in (w.submission or {}).get("artifactHashes", [])}
+    unknown = [h for h in hashes if h not in produced]
+    if unknown:
+        invalid("submitted Artifacts must come from verified WorkItems", unknownArtifacts=unknown)
+    payload: Json = {
+        "missionRevision": mission.revision + 1,
+        "artifactHashes": hashes,
+        "verifiedWorkItemIds": [w.work_item_id for w in verified],
+    }
+    if summary is not None:
+        payload["summary"] = summary
+    drafts.add("mission.submitted_for_approval", ("mission", mission.mission_id), payload)
+
+
+# --- mission.approve / mission.request_changes ---------------------------------------------------
+
+
+def _decision(
+    state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts, decision: str
+) -> Json:
+    mission = _require_state(state, cmd, "awaiting_approval")
+    submission = mission.submission
+    assert submission is not None
+    p = cmd.payload
+    revision = p.integer("missionRevision")
+    if revision != submission.revision:
+        revision_conflict(revision, submission.revision, "submitted Mission")
+    if decision == "approved":
+        hashes = p.sha256_list("artifactHashes", min_items=1)
+        if set(hashes) != set(submission.artifact_hashes):
+            invalid(
+                "the approval must name exactly the submitted Artifact set",
+                submittedArtifacts=submission.artifact_hashes,
+            )
+        comments = p.opt_text("comments", max_length=10000) or ""
+    else:
+        comments = p.text("reason", max_length=10000)
+    approval: Json = {
+        "approvalId": derive_id(state.group_id, "approval", drafts.next_sequence),
+        "kind": "mission_final",
+        "decision": decision,
+        "missionId": mission.mission_id,
+        "groupId": state.group_id,
+        "missionRevision": submission.revision,
+        "artifactHashes": submission.artifact_hashes,
+        "approver": cmd.actor,
+        "comments": comments,
+        "conditions": p.text_list("conditions"),
+        "occurredAt": ctx.now,
+    }
+    version = mission.approval_policy.get("policyVersion")
+    if version is not None:
+        approval["acceptancePolicyVersion"] = version
+    return approval
+
+
+def _decide_approve(
+    state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
+) -> None:
+    approval = _decision(state, cmd, ctx, drafts, "approved")
+    drafts.add("mission.approved", ("mission", state.mission_id), {"approval": approval})
+
+
+def _decide_changes(
+    state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
+) -> None:
+    approval = _decision(state, cmd, ctx, drafts, "changes_requested")
+    drafts.add(
+        "mission.changes_requested",
+        ("mission", state.mission_id),
+        {"approval": approval, "reason": approval["comments"]},
+    )
+
+
+# --- mission.cancel / mission.terminate ----------------------------------------------------------
+
+
+def _close(cmd: Incoming, state: GroupState, drafts: Drafts, work_kind: str, kind: str) -> None:
+    mission = state.mission
+    assert mission is not None
+    if mission.terminal:
+        bad_transition("Mission", mission.state, cmd.kind)
+    reason = cmd.payload.opt_text("reason") or cmd.kind
+    closed = []
+    # A terminal Mission state propagates to every unfinished WorkItem (spec 10.2, last row).
+    for item in state.work_items.values():
+        if item.state in UNFINISHED_WORK_STATES:
+            closed.append(item.work_item_id)
+            payload: Json = {"reason": reason, "propagatedFrom": mission.mission_id}
+            if work_kind == "work.failed":
+                payload["failureEvidenceIds"] = []
+            drafts.add(
+                work_kind, ("work_item", item.work_item_id), payload, work_item_id=item.work_item_id
+            )
+    drafts.add(kind, ("mission", mission.mission_id), {"reason": reason, "workItemIds": closed})
+
+
+def _decide_cancel(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts) -> None:
+    _close(cmd, state, drafts, "work.cancelled", "mission.cancelled")
+
+
+def _decide_terminate(
+    state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
+) -> None:
+    _close(cmd, state, drafts, "work.failed", "mission.terminated")
+
+
+def _require_state(state: GroupState, cmd: Incoming, required: str) -> Mission:
+    mission = state.mission
+    assert mission is not None
+    if mission.state != required:
+        bad_transition("Mission", mission.state, cmd.kind)
+    return mission
+
+
+# --- evolve --------------------------------------------------------------------------------------
+
+
+def _evolve_created(state: GroupState, event: Json) -> None:
+    payload = event["payload"]
+    doc, conversation = payload["mission"], payload["mainConversation"]
+    state.group_id = event["groupId"]
+    state.mission = Mission(
+        mission_id=doc["missionId"],
+        revision=event["aggregateRevision"],
+        objective=doc["objective"],
+        definition_of_done=doc["definitionOfDone"],
+        owner=doc["missionOwner"],
+        state=doc["state"],
+        budget=doc["budget"],
+        deadline=doc["deadline"],
+        approval_policy=doc["approvalPolicy"],
+        created_at=doc["createdAt"],
+        follow_up_to=doc.get("followUpToMissionId"),
+        main_conversation_id=conversation["conversationId"],
+        updated_at=event["occurredAt"],
+    )
+    state.conversations[conversation["conversationId"]] = conversation_from_document(conversation)
+    state.coordinator = lease_from_payload(payload, 1)
+
+
+def _mission_event(state: GroupState, event: Json) -> Mission:
+    mission = state.mission
+    assert mission is not None
+    mission.revision = event["aggregateRevision"]
+    mission.updated_at = event["occurredAt"]
+    return mission
+
+
+def _evolve_submitted(state: GroupState, event: Json) -> None:
+    mission = _mission_event(state, event)
+    payload = event["payload"]
+    mission.state = "awaiting_approval"
+    mission.submission = MissionSubmission(
+        payload["missionRevision"],
+        payload["artifactHashes"],
+        event["occurredAt"],
+        event["actor"]["id"],
+    )
+
+
+def _evolve_approved(state: GroupState, event: Json) -> None:
+    mission = _mission_event(state, event)
+    mission.state = "approved"
+    mission.approval = event["payload"]["approval"]
+
+
+def _evolve_changes_requested(state: GroupState, event: Json) -> None:
+    mission = _mission_event(state, event)
+    mission.state = "active"
+    mission.approval = event["payload"]["approval"]
+    mission.submission = None
+
+
+def _closer(final_state: str) -> Any:
+    def evolve(state: GroupState, event: Json) -> None:
+        mission = _mission_event(state, event)
+        mission.state = final_state
+        mission.closing_reason = event["payload"]["reason"]
+
+    return evolve
+
+
+RULES = (
+    CommandRule("mission.create", _decide_create, anyone, creates_group=True),
+    CommandRule("mission.create_follow_up", _decide_create, anyone, creates_group=True),
+    CommandRule(
+        "mission.submit_for_approval", _decide_submit, coordinator_only, coordinator=by_agent
+    ),
+    CommandRule("mission.approve", _decide_approve, owner_only),
+    CommandRule("mission.request_changes", _decide_changes, owner_only),
+    CommandRule("mission.cancel", _decide_cancel, owner_or_service),
+    CommandRule(
+        "mission.terminate", _decide_terminate, coordinator_or_service, coordinator=by_agent
+    ),
+)
+
+EVOLVERS = {
+    "mission.created": _evolve_created,
+    "mission.follow_up.created": _evolve_created,
+    "mission.submitted_for_approval": _evolve_submitted,
+    "mission.approved": _evolve_approved,
+    "mission.changes_requested": _evolve_changes_requested,
+    "mission.cancelled": _closer("cancelled"),
+    "mission.terminated": _closer("failed"),
+}

@@ -1,0 +1,104 @@
+"""``(actor, actionId)`` idempotency receipts, compact and bounded for continue-as-new.
+
+Each accepted Command leaves one entry: a 96-bit digest of ``actor ID, Action ID`` as the key,
+a 96-bit digest of its signing hash (for byte-equality), its sequence range, the aggregate
+revision and the acceptance time. Everything else in a :class:`Receipt` is re-derived: the
+Action ID, actor and signing hash come from the retry itself (equal by definition), the Event
+IDs from the sequence range. In a snapshot one entry is about 95 bytes of JSON.
+
+The cache is bounded: it keeps the most recent ``capacity`` receipts (10,000 by default, about
+0.95 MB, under Temporal's 2 MiB payload limit with room for the rest of the Group). A retry of a
+Command older than that horizon is no longer recognized; the shell's freshness window for
+``issuedAt`` (five minutes) rejects such retries first unless the Group accepts more than
+``capacity`` Commands within that window. ``horizon`` says from which sequence on receipts are
+complete, so a shell may consult the Event log for older Action IDs.
+
+Entries rebuilt by :func:`replay` know only the Event's ``commandHash``, not the signing hash;
+for them a retry counts as a duplicate only when it is the identical Command (same signature
+too) and anything else with that Action ID is refused as a collision, never applied twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from base64 import urlsafe_b64encode
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from mwp.core.group.policy import RECEIPT_WINDOW
+
+
+def receipt_key(actor_id: str, action_id: str) -> str:
+    digest = hashlib.sha256(f"{actor_id}\x00{action_id}".encode()).digest()[:12]
+    return urlsafe_b64encode(digest).decode("ascii")
+
+
+def signing_digest(signing_hash: str) -> str:
+    return signing_hash.removeprefix("sha256:")[:24]
+
+
+def command_digest(command_hash: str) -> str:
+    return "c:" + command_hash.removeprefix("sha256:")[:24]
+
+
+@dataclass(slots=True)
+class ReceiptEntry:
+    digest: str  # signing_digest(...) or, when rebuilt from Events, command_digest(...)
+    first_sequence: int
+    last_sequence: int
+    aggregate_revision: int
+    accepted_at: str
+
+    def same_content(self, signing_hash: str, command_hash: str) -> bool:
+        if self.digest.startswith("c:"):
+            return self.digest == command_digest(command_hash)
+        return self.digest == signing_digest(signing_hash)
+
+    def to_json(self, key: str) -> list[Any]:
+        return [
+            key,
+            self.digest,
+            self.first_sequence,
+            self.last_sequence,
+            self.aggregate_revision,
+            self.accepted_at,
+        ]
+
+
+class ReceiptCache:
+    __slots__ = ("_entries", "capacity", "horizon")
+
+    def __init__(self, capacity: int = RECEIPT_WINDOW) -> None:
+        if capacity < 1:
+            raise ValueError("receipt capacity must be positive")
+        self.capacity = capacity
+        self._entries: OrderedDict[str, ReceiptEntry] = OrderedDict()
+        self.horizon = 1  # receipts of every Command from this sequence on are retained
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def find(self, actor_id: str, action_id: str) -> ReceiptEntry | None:
+        return self._entries.get(receipt_key(actor_id, action_id))
+
+    def record(self, actor_id: str, action_id: str, entry: ReceiptEntry) -> None:
+        self._entries[receipt_key(actor_id, action_id)] = entry
+        while len(self._entries) > self.capacity:
+            _, evicted = self._entries.popitem(last=False)
+            self.horizon = evicted.last_sequence + 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "capacity": self.capacity,
+            "horizon": self.horizon,
+            "entries": [entry.to_json(key) for key, entry in self._entries.items()],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ReceiptCache:
+        cache = cls(data["capacity"])
+        cache.horizon = data["horizon"]
+        for key, digest, first, last, revision, accepted_at in data["entries"]:
+            cache._entries[key] = ReceiptEntry(digest, first, last, revision, accepted_at)
+        return cache

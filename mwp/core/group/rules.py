@@ -1,0 +1,53 @@
+"""One :class:`CommandRule` per Command kind: its Authority-step hooks and its ``decide``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mwp.core.group.api import AuthorityContext
+from mwp.core.group.drafts import Drafts
+from mwp.core.group.incoming import Incoming
+from mwp.core.group.roles import Authorize
+from mwp.core.group.state import GroupState
+
+Decide = Callable[[GroupState, Incoming, AuthorityContext, Drafts], None]
+# The target aggregate's name and current revision for ``expectedRevision`` (step 6), or None
+# when the kind compares revisions itself or its target does not exist yet.
+Target = Callable[[GroupState, Incoming], tuple[str, int] | None]
+# Whether this Command exercises the Coordinator lease (step 5).
+Exercises = Callable[[GroupState, Incoming], bool]
+
+
+def never(state: GroupState, cmd: Incoming) -> bool:
+    return False
+
+
+def by_agent(state: GroupState, cmd: Incoming) -> bool:
+    return cmd.is_agent
+
+
+def mission_target(state: GroupState, cmd: Incoming) -> tuple[str, int] | None:
+    return ("Mission", state.mission.revision) if state.mission else None
+
+
+def work_item_target(state: GroupState, cmd: Incoming) -> tuple[str, int] | None:
+    item = state.work_items.get(cmd.work_item_id or "")
+    return ("WorkItem", item.revision) if item else None
+
+
+def no_target(state: GroupState, cmd: Incoming) -> tuple[str, int] | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRule:
+    kind: str
+    decide: Decide
+    authorize: Authorize
+    target: Target = mission_target
+    coordinator: Exercises = never
+    # Provisional Members (a Worker holding an offer) may issue this kind.
+    provisional_ok: bool = False
+    # The kind brings the Group into existence: no Membership, Session or Coordinator yet.
+    creates_group: bool = False

@@ -1,0 +1,608 @@
+"""The Group's authoritative state: plain mutable records, changed only by ``evolve``.
+
+Dicts and lists that came from a payload (contracts, selection bases, progress) are held by
+reference and never mutated in place: an ``evolve`` replaces them whole. That lets Events and
+state share them without copies, which keeps each step O(1)-ish.
+
+Every record converts to and from compact JSON for continue-as-new snapshots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from mwp.core.group.conversation_window import MessageWindow
+from mwp.core.group.receipts import ReceiptCache
+
+Json = dict[str, Any]
+
+TERMINAL_MISSION_STATES = frozenset({"approved", "cancelled", "failed"})
+# WorkItem states from which work.fail / work.cancel (and Mission propagation) apply.
+UNFINISHED_WORK_STATES = frozenset({"open", "offered", "queued", "active", "blocked", "submitted"})
+
+
+def _opt(data: Json, name: str) -> Any:
+    return data.get(name)
+
+
+def _compact(data: Json) -> Json:
+    """Absent optional members are omitted, not null: snapshots stay small."""
+    return {k: v for k, v in data.items() if v is not None}
+
+
+@dataclass(slots=True)
+class MissionSubmission:
+    revision: int
+    artifact_hashes: list[str]
+    submitted_at: str
+    submitted_by: str
+
+    def to_json(self) -> Json:
+        return _compact(
+            {
+                "missionRevision": self.revision,
+                "artifactHashes": self.artifact_hashes,
+                "submittedAt": self.submitted_at,
+                "submittedBy": self.submitted_by,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Json) -> MissionSubmission:
+        return cls(
+            data["missionRevision"],
+            list(data["artifactHashes"]),
+            data["submittedAt"],
+            data["submittedBy"],
+        )
+
+
+@dataclass(slots=True)
+class Mission:
+    mission_id: str
+    revision: int
+    objective: str
+    definition_of_done: list[Json]
+    owner: Json  # actor object
+    state: str
+    budget: Json
+    deadline: str
+    approval_policy: Json
+    created_at: str
+    follow_up_to: str | None
+    main_conversation_id: str
+    updated_at: str
+    submission: MissionSubmission | None = None
+    approval: Json | None = None  # the last final-approval decision (approved or changes)
+    closing_reason: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_MISSION_STATES
+
+    def to_json(self) -> Json:
+        return _compact(
+            {
+                "missionId": self.mission_id,
+                "revision": self.revision,
+                "objective": self.objective,
+                "definitionOfDone": self.definition_of_done,
+                "owner": self.owner,
+                "state": self.state,
+                "budget": self.budget,
+                "deadline": self.deadline,
+                "approvalPolicy": self.approval_policy,
+                "createdAt": self.created_at,
+                "followUpTo": self.follow_up_to,
+                "mainConversationId": self.main_conversation_id,
+                "updatedAt": self.updated_at,
+                "submission": self.submission.to_json() if self.submission else None,
+                "approval": self.approval,
+                "closingReason": self.closing_reason,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Json) -> Mission:
+        submission = data.get("submission")
+        return cls(
+            data["missionId"],
+            data["revision"],
+            data["objective"],
+            data["definitionOfDone"],
+            data["owner"],
+            data["state"],
+            data["budget"],
+            data["deadline"],
+            data["approvalPolicy"],
+            data["createdAt"],
+            _opt(data, "followUpTo"),
+            data["mainConversationId"],
+            data["updatedAt"],
+            MissionSubmission.from_json(submission) if submission else None,
+            _opt(data, "approval"),
+            _opt(data, "closingReason"),
+        )
+
+
+@dataclass(slots=True)
+class CoordinatorLease:
+    agent_id: str
+    agent_card_version: int
+    epoch: int
+    lease_id: str
+    session_epoch: int
+    issued_at: str
+    expires_at: str
+    lease_seconds: int
+    revision: int = 1  # of the lease aggregate: 1 when assigned, +1 per renewal
+    renewal_count: int = 0
+    last_renewed_at: str | None = None
+
+    def to_json(self) -> Json:
+        return _compact(
+            {
+                "agentId": self.agent_id,
+                "agentCardVersion": self.agent_card_version,
+                "epoch": self.epoch,
+                "leaseId": self.lease_id,
+                "sessionEpoch": self.session_epoch,
+                "issuedAt": self.issued_at,
+                "expiresAt": self.expires_at,
+                "leaseSeconds": self.lease_seconds,
+                "revision": self.revision,
+                "renewalCount": self.renewal_count,
+                "lastRenewedAt": self.last_renewed_at,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Json) -> CoordinatorLease:
+        return cls(
+            data["agentId"],
+            data["agentCardVersion"],
+            data["epoch"],
+            data["leaseId"],
+            data["sessionEpoch"],
+            data["issuedAt"],
+            data["expiresAt"],
+            data["leaseSeconds"],
+            data["revision"],
+            data["renewalCount"],
+            _opt(data, "lastRenewedAt"),
+        )
+
+
+@dataclass(slots=True)
+class Membership:
+    member: Json  # actor object
+    role: str
+    state: str  # provisional | active | ended
+    epoch: int
+    scopes: list[str]
+    visibility_start_sequence: int
+    granted_at: str
+    revision: int
+    activated_at: str | None = None
+    ended_at: str | None = None
+    provisional_expires_at: str | None = None
+    context_package_id: str | None = None
+
+    def to_json(self) -> Json:
+        return _compact(
+            {
+                "member": self.member,
+                "role": self.role,
+                "state": self.state,
+                "epoch": self.epoch,
+                "scopes": self.scopes,
+                "visibilityStartSequence": self.visibility_start_sequence,
+                "grantedAt": self.granted_at,
+                "revision": self.revision,
+                "activatedAt": self.activated_at,
+                "endedAt": self.ended_at,
+                "provisionalExpiresAt": self.provisional_expires_at,
+                "contextPackageId": self.context_package_id,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Json) -> Membership:
+        return cls(
+            data["member"],
+            data["role"],
+            data["state"],
+            data["epoch"],
+            list(data["scopes"]),
+            data["visibilityStartSequence"],
+            data["grantedAt"],
+            data["revision"],
+            _opt(data, "activatedAt"),
+            _opt(data, "endedAt"),
+            _opt(data, "provisionalExpiresAt"),
+            _opt(data, "contextPackageId"),
+        )
+
+
+@dataclass(slots=True)
+class Conversation:
+    conversation_id: str
+    type: str  # group | work_item
+    title: str
+    created_by: Json
+    created_at: str
+    revision: int = 0
+    primary_work_item_id: str | None = None
+
+    def to_json(self) -> Json:
+        return _compact(
+            {
+                "conversationId": self.conversation_id,
+                "type": self.type,
+                "title": self.title,
+                "createdBy": self.created_by,
+                "createdAt": self.created_at,
+                "revision": self.revision,
+                "primaryWorkItemId": self.primary_work_item_id,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Json) -> Conversation:
+        return cls(
+            data["conversationId"],
+            data["type"],
+            data["title"],
+            data["createdBy"],
+            data["createdAt"],
+            data["revision"],
+            _opt(data, "primaryWorkItemId"),
+        )
+
+
+@dataclass(slots=True)
+class Proposal:
+    proposal_id: str
+    proposed_by: Json
+    proposed_at: str
+    title: str
+    revision: int = 1
+    details: Json = field(default_factory=dict)  # goal, draftContract, rationale as proposed
+
+    def to_json(self) -> Json:
+        return _compact(
+            {
+                "proposalId": self.proposal_id,
+                "proposedBy": self.proposed_by,
+                "proposedAt": self.proposed_at,
+                "title": self.title,
+                "revision": self.revision,
+                "details": self.details,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Json) -> Proposal:
+        return cls(
+            data["proposalId"],
+            data["proposedBy"],
+            data["proposedAt"],
+            data["title"],
+            data["revision"],
+            data["details"],
+        )
+
+
+@dataclass(slots=True)
+class Offer:
+    offer_id: str
+    agent_id: str
+    agent_card_version: int
+    expires_at: str
+    status: str  # pending | accepted | withdrawn | lost_race
+    selection_basis: Json
+    contract_version: int
+
+    def to_json(self) -> Json:
+        return _compact(
+            {
+                "offerId": self.offer_id,
+                "agentId": self.agent_id,
+                "agentCardVersion": self.agent_card_version,
+                "expiresAt": self.expires_at,
+                "status": self.status,
+                "selectionBasis": self.selection_basis,
+                "contractVersion": self.contract_version,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Json) -> Offer:
+        return cls(
+            data["offerId"],
+            data["agentId"],
+            data["agentCardVersion"],
+            data["expiresAt"],
+            data["status"],
+            data["selectionBasis"],
+            data["contractVersion"],
+        )
+
+
+@dataclass(slots=True)
+class Ownership:
+    """An ownership grant: one Ownership Epoch, its lease ID and its start-by deadline."""
+
+    agent_id: str
+    agent_card_version: int
+    capability_pins: list[Json]
+    epoch: int
+    lease_id: str  # the ownership lease
+    accepted_at: str
+    start_by: str
+    start_within_seconds: int
+    session_epoch: int
+    fenced_reason: str | None = None  # set once the grant expired or was revoked
+
+    @property
+    def live(self) -> bool:
+        return self.fenced_reason is None
+
+    def to_json(self) -> Json:
+        return _compact(
+            {
+                "agentId": self.agent_id,
+                "agentCardVersion": self.agent_card_version,
+                "capabilityPins": self.capability_pins,
+                "epoch": self.epoch,
+                "leaseId": self.lease_id,
+                "acceptedAt": self.accepted_at,
+                "startBy": self.start_by,
+                "startWithinSeconds": self.start_within_seconds,
+                "sessionEpoch": self.session_epoch,
+                "fencedReason": self.fenced_reason,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Json) -> Ownership:
+        return cls(
+            data["agentId"],
+            data["agentCardVersion"],
+            data["capabilityPins"],
+            data["epoch"],
+            data["leaseId"],
+            data["acceptedAt"],
+            data["startBy"],
+            data["startWithinSeconds"],
+            data["sessionEpoch"],
+            _opt(data, "fencedReason"),
+        )
+
+
+@dataclass(slots=True)
+class ExecutionLease:
+    lease_id: str
+    agent_id: str
+    session_epoch: int
+    ownership_epoch: int
+    started_at: str
+    expires_at: str
+    renewal_count: int = 0
+    last_renewed_at: str | None = None
+
+    def to_json(self) -> Json:
+        return _compact(
+            {
+                "leaseId": self.lease_id,
+                "agentId": self.agent_id,
+                "sessionEpoch": self.session_epoch,
+                "ownershipEpoch": self.ownership_epoch,
+                "startedAt": self.started_at,
+                "expiresAt": self.expires_at,
+                "renewalCount": self.renewal_count,
+                "lastRenewedAt": self.last_renewed_at,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Json) -> ExecutionLease:
+        return cls(
+            data["leaseId"],
+            data["agentId"],
+            data["sessionEpoch"],
+            data["ownershipEpoch"],
+            data["startedAt"],
+            data["expiresAt"],
+            data["renewalCount"],
+            _opt(data, "lastRenewedAt"),
+        )
+
+
+@dataclass(slots=True)
+class BlockedLease:
+    lease_id: str
+    issued_at: str
+    expires_at: str
+    required_resolution: str
+
+    def to_json(self) -> Json:
+        return _compact(
+            {
+                "leaseId": self.lease_id,
+                "issuedAt": self.issued_at,
+                "expiresAt": self.expires_at,
+                "requiredResolution": self.required_resolution,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Json) -> BlockedLease:
+        return cls(data["leaseId"], data["issuedAt"], data["expiresAt"], data["requiredResolution"])
+
+
+@dataclass(slots=True)
+class WorkItem:
+    work_item_id: str
+    conversation_id: str
+    revision: int
+    state: str
+    exclusive: bool
+    contract: Json
+    created_by: Json
+    authorized_by: Json
+    created_at: str
+    updated_at: str
+    proposal_id: str | None = None
+    offers: list[Offer] = field(default_factory=list)  # the current offer round only
+    start_within_seconds: int = 0  # of the current offer round
+    ownership_epoch: int = 0  # the last Ownership Epoch issued (0: never owned)
+    owner: Ownership | None = None
+    selection_basis: Json | None = None
+    execution_lease: ExecutionLease | None = None
+    blocked_lease: BlockedLease | None = None
+    execution_approval: Json | None = None  # {approvalId, contractVersion, approver, ...}
+    progress: Json | None = None
+    checkpoint: Json | None = None
+    submission: Json | None = None  # {artifactHashes, evidenceIds, evidence, submittedAt, ...}
+    result: Json | None = None
+    failure: Json | None = None
+    cancellation: Json | None = None
+
+    @property
+    def contract_version(self) -> int:
+        return int(self.contract["contractVersion"])
+
+    @property
+    def dependencies(self) -> list[str]:
+        return list(self.contract.get("dependencyWorkItemIds", []))
+
+    def to_json(self) -> Json:
+        return _compact(
+            {
+                "workItemId": self.work_item_id,
+                "conversationId": self.conversation_id,
+                "revision": self.revision,
+                "state": self.state,
+                "exclusive": self.exclusive,
+                "contract": self.contract,
+                "createdBy": self.created_by,
+                "authorizedBy": self.authorized_by,
+                "createdAt": self.created_at,
+                "updatedAt": self.updated_at,
+                "proposalId": self.proposal_id,
+                "offers": [offer.to_json() for offer in self.offers],
+                "startWithinSeconds": self.start_within_seconds,
+                "ownershipEpoch": self.ownership_epoch,
+                "owner": self.owner.to_json() if self.owner else None,
+                "selectionBasis": self.selection_basis,
+                "executionLease": self.execution_lease.to_json() if self.execution_lease else None,
+                "blockedLease": self.blocked_lease.to_json() if self.blocked_lease else None,
+                "executionApproval": self.execution_approval,
+                "progress": self.progress,
+                "checkpoint": self.checkpoint,
+                "submission": self.submission,
+                "result": self.result,
+                "failure": self.failure,
+                "cancellation": self.cancellation,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Json) -> WorkItem:
+        owner = data.get("owner")
+        lease = data.get("executionLease")
+        blocked = data.get("blockedLease")
+        return cls(
+            work_item_id=data["workItemId"],
+            conversation_id=data["conversationId"],
+            revision=data["revision"],
+            state=data["state"],
+            exclusive=data["exclusive"],
+            contract=data["contract"],
+            created_by=data["createdBy"],
+            authorized_by=data["authorizedBy"],
+            created_at=data["createdAt"],
+            updated_at=data["updatedAt"],
+            proposal_id=_opt(data, "proposalId"),
+            offers=[Offer.from_json(o) for o in data["offers"]],
+            start_within_seconds=data["startWithinSeconds"],
+            ownership_epoch=data["ownershipEpoch"],
+            owner=Ownership.from_json(owner) if owner else None,
+            selection_basis=_opt(data, "selectionBasis"),
+            execution_lease=ExecutionLease.from_json(lease) if lease else None,
+            blocked_lease=BlockedLease.from_json(blocked) if blocked else None,
+            execution_approval=_opt(data, "executionApproval"),
+            progress=_opt(data, "progress"),
+            checkpoint=_opt(data, "checkpoint"),
+            submission=_opt(data, "submission"),
+            result=_opt(data, "result"),
+            failure=_opt(data, "failure"),
+            cancellation=_opt(data, "cancellation"),
+        )
+
+
+@dataclass(slots=True)
+class GroupState:
+    group_id: str = ""
+    sequence: int = 0
+    clock: str = ""  # occurredAt of the last Event
+    mission: Mission | None = None
+    coordinator: CoordinatorLease | None = None
+    memberships: dict[str, Membership] = field(default_factory=dict)
+    conversations: dict[str, Conversation] = field(default_factory=dict)
+    proposals: dict[str, Proposal] = field(default_factory=dict)
+    work_items: dict[str, WorkItem] = field(default_factory=dict)
+    messages: MessageWindow = field(default_factory=MessageWindow)
+    receipts: ReceiptCache = field(default_factory=ReceiptCache)
+    # Derived, not snapshotted: the budget allocated to WorkItems that are not cancelled.
+    allocated: dict[str, Decimal] = field(default_factory=dict)
+
+    @property
+    def mission_id(self) -> str:
+        return self.mission.mission_id if self.mission else ""
+
+    def to_json(self) -> Json:
+        return _compact(
+            {
+                "groupId": self.group_id,
+                "sequence": self.sequence,
+                "clock": self.clock,
+                "mission": self.mission.to_json() if self.mission else None,
+                "coordinator": self.coordinator.to_json() if self.coordinator else None,
+                "memberships": [m.to_json() for m in self.memberships.values()],
+                "conversations": [c.to_json() for c in self.conversations.values()],
+                "proposals": [p.to_json() for p in self.proposals.values()],
+                "workItems": [w.to_json() for w in self.work_items.values()],
+                "messages": self.messages.to_json(),
+                "receipts": self.receipts.to_json(),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Json) -> GroupState:
+        mission = data.get("mission")
+        coordinator = data.get("coordinator")
+        memberships = [Membership.from_json(m) for m in data["memberships"]]
+        conversations = [Conversation.from_json(c) for c in data["conversations"]]
+        proposals = [Proposal.from_json(p) for p in data["proposals"]]
+        work_items = [WorkItem.from_json(w) for w in data["workItems"]]
+        state = cls(
+            group_id=data["groupId"],
+            sequence=data["sequence"],
+            clock=data["clock"],
+            mission=Mission.from_json(mission) if mission else None,
+            coordinator=CoordinatorLease.from_json(coordinator) if coordinator else None,
+            memberships={m.member["id"]: m for m in memberships},
+            conversations={c.conversation_id: c for c in conversations},
+            proposals={p.proposal_id: p for p in proposals},
+            work_items={w.work_item_id: w for w in work_items},
+            messages=MessageWindow.from_json(data["groupId"], data["messages"]),
+            receipts=ReceiptCache.from_json(data["receipts"]),
+        )
+        from mwp.core.group.budget import recount  # budget imports this module
+
+        state.allocated = {k: v for k, v in recount(state).items() if v}
+        return state

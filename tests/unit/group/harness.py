@@ -1,0 +1,445 @@
+"""A test harness that drives the pure Group Authority with plain-dict Commands.
+
+Commands carry a dummy but schema-valid signature; the Envelope's hashes are computed the way
+the shell computes them. Epochs are filled in from current state unless a test overrides them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.group import (
+    AuthorityContext,
+    Envelope,
+    GroupAuthority,
+    Outcome,
+    TimerFired,
+)
+from mwp.core.group.clock import plus_seconds
+from mwp.core.jcs import jcs_hash
+from mwp.core.registry import Principal
+from mwp.core.signed_document import signing_hash
+from mwp.models import validate_document
+
+T0 = "2026-07-15T00:00:00Z"
+GROUP = "urn:example:group:alpha"
+MISSION = "urn:example:mission:alpha"
+OWNER = Principal("human", "urn:example:human:olivia")
+COORD = Principal("agent", "urn:example:agent:coordinator")
+COORD2 = Principal("agent", "urn:example:agent:coordinator-two")
+W1 = Principal("agent", "urn:example:agent:worker-one")
+W2 = Principal("agent", "urn:example:agent:worker-two")
+W3 = Principal("agent", "urn:example:agent:worker-three")
+SERVICE = Principal("service", "urn:example:service:policy")
+AUTHORITY = Principal("service", "urn:example:service:group-authority")
+STRANGER = Principal("human", "urn:example:human:stranger")
+
+CAPABILITY = {"id": "acme.software.python", "version": "2.1.0"}
+ARTIFACT_A = "sha256:" + "a" * 64
+ARTIFACT_B = "sha256:" + "b" * 64
+CONTEXT_PACKAGE = "urn:example:context-package:one"
+SIGNATURE_VALUE = "c2lnbmF0dXJl"
+
+# Member names the helpers below accept for Commands that name no member explicitly.
+_COORDINATOR_KINDS = frozenset(
+    {
+        "mission.renew_coordinator",
+        "mission.submit_for_approval",
+        "mission.terminate",
+        "work.authorize",
+        "work.offer",
+        "work.accept_result",
+        "work.fail",
+        "work.unblock",
+        "work.cancel",
+        "membership.change",
+        "membership.end",
+        "message.redact",
+    }
+)
+
+
+def contract(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "contractVersion": 1,
+        "goal": "Implement cursor-based pagination.",
+        "requiredDeliverables": [
+            {
+                "deliverableId": "patch",
+                "description": "The source change.",
+                "mediaType": "text/x-diff",
+                "schema": "urn:example:schema:opaque",
+            }
+        ],
+        "acceptanceCriteria": [
+            {
+                "criterionId": "tests-pass",
+                "description": "The tests pass.",
+                "evidenceRequired": ["deterministic_test"],
+            },
+            {
+                "criterionId": "reviewed",
+                "description": "A peer reviewed the change.",
+                "evidenceRequired": ["reviewer_assessment"],
+            },
+        ],
+        "inputArtifacts": [],
+        "dependencyWorkItemIds": [],
+        "allowedResources": [],
+        "requiredCapabilities": [CAPABILITY],
+        "deadline": "2026-07-20T00:00:00Z",
+        "requestedUrgency": "normal",
+        "businessImpact": "Unblocks the release.",
+        "retryPolicy": {
+            "maxAttempts": 3,
+            "backoff": "exponential",
+            "maxDelay": "PT5M",
+            "retryableFailures": ["TRANSIENT"],
+        },
+        "budget": {"modelTokenLimit": 1000},
+        "sideEffectRisk": "none",
+        "executionApproval": "not_required",
+    }
+    base.update(overrides)
+    return base
+
+
+def selection_basis(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "requiredCapabilities": [CAPABILITY],
+        "verifiedMatches": [CAPABILITY],
+        "authorizationEligible": True,
+        "availabilityEstimate": T0,
+        "expectedCost": 1.5,
+        "reliabilityEvidence": [],
+        "policyRulesApplied": ["capability-match"],
+    }
+    base.update(overrides)
+    return base
+
+
+def progress() -> dict[str, Any]:
+    return {
+        "currentPhase": "implementation",
+        "completedMilestones": ["design"],
+        "nextCheckpoint": "tests",
+        "blockers": [],
+        "updatedCompletionEstimate": "2026-07-16T00:00:00Z",
+        "evidenceIds": [],
+    }
+
+
+def evidence() -> list[dict[str, Any]]:
+    return [
+        {"evidenceId": "urn:example:evidence:tests", "criterionIds": ["tests-pass"]},
+        {"evidenceId": "urn:example:evidence:review", "criterionIds": ["reviewed"]},
+    ]
+
+
+def item_id(name: str) -> str:
+    return f"urn:example:work-item:{name}"
+
+
+def assert_valid_event(event: dict[str, Any]) -> None:
+    signature = {
+        "algorithm": "Ed25519",
+        "keyId": "urn:example:key:authority",
+        "createdAt": event["occurredAt"],
+        "value": SIGNATURE_VALUE,
+    }
+    validate_document("event.schema.json", {**event, "signature": signature})
+
+
+class Harness:
+    """One Group Authority, a clock, Session Epochs and Command builders."""
+
+    def __init__(self, authority: GroupAuthority | None = None) -> None:
+        self.authority = authority or GroupAuthority()
+        self.now = T0
+        self.sessions: dict[str, int] = {COORD.id: 1, COORD2.id: 1, W1.id: 1, W2.id: 1, W3.id: 1}
+        self.approved_missions: dict[str, str] = {}
+        self._ids = itertools.count(1)
+        self.events: list[dict[str, Any]] = []
+
+    # --- clock and context -----------------------------------------------------------------
+
+    def advance(self, seconds: int) -> str:
+        self.now = plus_seconds(self.now, seconds)
+        return self.now
+
+    def ctx(self) -> AuthorityContext:
+        return AuthorityContext(
+            now=self.now,
+            authority=AUTHORITY,
+            session_epochs=dict(self.sessions),
+            approved_missions=dict(self.approved_missions),
+        )
+
+    # --- Commands ----------------------------------------------------------------------------
+
+    def membership_epoch(self, principal_id: str) -> int | None:
+        for m in self.authority.mission_view().get("memberships", []):
+            if m["member"]["id"] == principal_id:
+                return int(m["membershipEpoch"])
+        return None
+
+    def coordinator_epoch(self) -> int | None:
+        view = self.authority.mission_view()
+        return int(view["coordinator"]["coordinatorEpoch"]) if view else None
+
+    def command(
+        self, actor: Principal, kind: str, payload: dict[str, Any] | None = None, **envelope: Any
+    ) -> dict[str, Any]:
+        """A Command dict; ``None`` for an envelope member removes it."""
+        command: dict[str, Any] = {
+            "protocolVersion": "0.1",
+            "actionId": f"urn:uuid:00000000-0000-4000-8000-{next(self._ids):012d}",
+            "actor": actor.to_json(),
+            "groupId": GROUP,
+            "kind": kind,
+            "correlationId": "urn:example:correlation:one",
+            "issuedAt": self.now,
+            "payload": payload or {},
+        }
+        if actor.type == "agent":
+            command["sessionEpoch"] = self.sessions.get(actor.id, 1)
+        if actor.type != "service" and kind not in ("mission.create", "mission.create_follow_up"):
+            epoch = self.membership_epoch(actor.id)
+            if epoch is not None:
+                command["membershipEpoch"] = epoch
+        if actor.type == "agent" and kind in _COORDINATOR_KINDS:
+            view = self.authority.mission_view()
+            if view and view["coordinator"]["agentId"] == actor.id:
+                command["coordinatorEpoch"] = view["coordinator"]["coordinatorEpoch"]
+        for name, value in envelope.items():
+            if value is None:
+                command.pop(name, None)
+            else:
+                command[name] = value
+        command["signature"] = {
+            "algorithm": "Ed25519",
+            "keyId": "urn:example:key:" + actor.id.rsplit(":", 1)[-1],
+            "createdAt": command["issuedAt"],
+            "value": SIGNATURE_VALUE,
+        }
+        return command
+
+    @staticmethod
+    def envelope(command: dict[str, Any]) -> Envelope:
+        return Envelope(command, signing_hash(command), jcs_hash(command))
+
+    def send(self, command: dict[str, Any]) -> Outcome:
+        outcome = self.authority.submit(self.envelope(command), self.ctx())
+        for event in outcome.events:
+            assert_valid_event(event)
+        self.events.extend(outcome.events)
+        return outcome
+
+    def submit(
+        self, actor: Principal, kind: str, payload: dict[str, Any] | None = None, **envelope: Any
+    ) -> Outcome:
+        return self.send(self.command(actor, kind, payload, **envelope))
+
+    def refuse(self, command: dict[str, Any], code: ErrorCode) -> MwpError:
+        """Assert the Command is refused with ``code`` by check() and submit() alike, with the
+        Action ID set, and that nothing changed."""
+        before = _fingerprint(self.authority)
+        envelope = self.envelope(command)
+        with pytest.raises(MwpError) as checked:
+            self.authority.check(envelope, self.ctx())
+        with pytest.raises(MwpError) as submitted:
+            self.authority.submit(envelope, self.ctx())
+        assert checked.value.code == code, checked.value
+        assert submitted.value.code == code, submitted.value
+        assert submitted.value.action_id == command.get("actionId")
+        assert _fingerprint(self.authority) == before
+        return submitted.value
+
+    def reject(
+        self,
+        code: ErrorCode,
+        actor: Principal,
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        **envelope: Any,
+    ) -> MwpError:
+        return self.refuse(self.command(actor, kind, payload, **envelope), code)
+
+    def fire(self, work_item_id: str, kind: Any, token: str) -> Outcome | None:
+        outcome = self.authority.fire(TimerFired(work_item_id, kind, token), self.ctx())
+        if outcome is not None:
+            for event in outcome.events:
+                assert_valid_event(event)
+            self.events.extend(outcome.events)
+        return outcome
+
+    # --- scenario steps ------------------------------------------------------------------------
+
+    def create_mission(self, **payload: Any) -> Outcome:
+        body: dict[str, Any] = {
+            "missionId": MISSION,
+            "objective": "Ship pagination.",
+            "definitionOfDone": [
+                {
+                    "criterionId": "released",
+                    "description": "Pagination is released.",
+                    "evidenceRequired": ["deterministic_test"],
+                }
+            ],
+            "budget": {"currency": "USD", "financialLimit": 100, "modelTokenLimit": 100_000},
+            "deadline": "2026-08-01T00:00:00Z",
+            "coordinatorAgentId": COORD.id,
+        }
+        body.update(payload)
+        return self.submit(OWNER, "mission.create", body)
+
+    def admit(self, worker: Principal, role: str = "worker") -> Outcome:
+        return self.submit(COORD, "membership.change", {"memberId": worker.id, "role": role})
+
+    def authorize(self, name: str, **contract_overrides: Any) -> Outcome:
+        return self.submit(
+            COORD,
+            "work.authorize",
+            {"contract": contract(**contract_overrides)},
+            workItemId=item_id(name),
+        )
+
+    def offer(self, name: str, *workers: Principal, expires_in: int = 600, **extra: Any) -> Outcome:
+        payload: dict[str, Any] = {
+            "candidates": [
+                {"agentId": w.id, "selectionBasis": selection_basis()} for w in workers or (W1,)
+            ],
+            "expiresAt": plus_seconds(self.now, expires_in),
+            "contextPackageId": CONTEXT_PACKAGE,
+        }
+        payload.update(extra)
+        return self.submit(COORD, "work.offer", payload, workItemId=item_id(name))
+
+    def view(self, name: str) -> dict[str, Any]:
+        return self.authority.work_item_view(item_id(name))
+
+    def offer_id(self, name: str, worker: Principal) -> str:
+        offers = self.view(name).get("offers", [])
+        return next(o["offerId"] for o in offers if o["agentId"] == worker.id)
+
+    def accept(self, name: str, worker: Principal = W1) -> Outcome:
+        return self.submit(
+            worker, "work.accept_offer", self.accept_payload(name, worker), workItemId=item_id(name)
+        )
+
+    def accept_payload(self, name: str, worker: Principal = W1) -> dict[str, Any]:
+        return {
+            "offerId": self.offer_id(name, worker),
+            "contractVersion": self.view(name)["contract"]["contractVersion"],
+        }
+
+    def epoch(self, name: str) -> int:
+        return int(self.view(name)["ownershipEpoch"])
+
+    def lease_id(self, name: str) -> str:
+        return str(self.view(name)["executionLease"]["leaseId"])
+
+    def owner_payload(self, name: str, *, lease: bool = True, **extra: Any) -> dict[str, Any]:
+        payload: dict[str, Any] = {"ownershipEpoch": self.epoch(name)}
+        if lease:
+            payload["leaseId"] = self.lease_id(name)
+        payload.update(extra)
+        return payload
+
+    def start(self, name: str, worker: Principal = W1, **extra: Any) -> Outcome:
+        return self.submit(
+            worker,
+            "work.start",
+            {"ownershipEpoch": self.epoch(name), **extra},
+            workItemId=item_id(name),
+        )
+
+    def submit_work(self, name: str, worker: Principal = W1) -> Outcome:
+        return self.submit(
+            worker,
+            "work.submit",
+            self.owner_payload(name, artifactHashes=[ARTIFACT_A], evidence=evidence()),
+            workItemId=item_id(name),
+        )
+
+    def accept_result(self, name: str) -> Outcome:
+        return self.submit(COORD, "work.accept_result", {}, workItemId=item_id(name))
+
+    def verify(self, name: str, worker: Principal = W1, **contract_overrides: Any) -> None:
+        """authorize -> offer -> accept -> start -> submit -> accept_result."""
+        self.authorize(name, **contract_overrides)
+        self.offer(name, worker)
+        self.accept(name, worker)
+        self.start(name, worker)
+        self.submit_work(name, worker)
+        self.accept_result(name)
+
+    def drive(self, name: str, target: str, *, gated: bool = False) -> None:
+        """Bring a new WorkItem ``name`` (owner W1) into ``target`` state."""
+        overrides = {"executionApproval": "policy_required"} if gated else {}
+        self.authorize(name, **overrides)
+        if target == "open":
+            return
+        if target == "cancelled":
+            self.submit(COORD, "work.cancel", {}, workItemId=item_id(name))
+            return
+        if target == "failed":
+            self.submit(
+                COORD,
+                "work.fail",
+                {"reason": "no longer needed", "failureEvidenceIds": ["urn:example:evidence:f"]},
+                workItemId=item_id(name),
+            )
+            return
+        self.offer(name, W1)
+        if target == "offered":
+            return
+        self.accept(name, W1)
+        if gated:
+            self.submit(
+                OWNER,
+                "approval.grant_execution",
+                {"contractVersion": 1},
+                workItemId=item_id(name),
+            )
+        if target == "queued":
+            return
+        self.start(name, W1)
+        if target == "active":
+            return
+        if target == "blocked":
+            self.submit(
+                W1,
+                "work.block",
+                self.owner_payload(name, requiredResolution="Need database credentials."),
+                workItemId=item_id(name),
+            )
+            return
+        self.submit_work(name, W1)
+        if target == "submitted":
+            return
+        self.accept_result(name)
+        assert target == "verified"
+
+
+def _fingerprint(authority: GroupAuthority) -> str:
+    import json
+
+    return json.dumps(authority.snapshot(), sort_keys=True)
+
+
+def fingerprint(authority: GroupAuthority) -> str:
+    return _fingerprint(authority)
+
+
+def mission_harness() -> Harness:
+    """A Group with its Mission created and W1, W2 admitted as workers."""
+    h = Harness()
+    h.create_mission()
+    h.admit(W1)
+    h.admit(W2)
+    return h
