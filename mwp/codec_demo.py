@@ -1,4 +1,4 @@
-"""`mwp demo`: a signed Command through six-stage verification and First Admission.
+"""`mwp demo --codec`: a signed Command through six-stage verification and First Admission.
 
 This is the foundation's demonstration: everything runs in-process on the pure core and a
 durable SQLite Admission Log under the state folder. It exits 0 only if every step ends the

@@ -1,23 +1,51 @@
-"""`mwp demo`: the foundation demonstration (see `mwp.demo`)."""
+"""`mwp demo`: one Mission end to end on the embedded stack (see `mwp.mission_demo`)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import sys
 from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="sign, verify and admit MWP Commands end to end",
-        description="Sign a mission.create Command, verify it in six stages, admit it once, "
-        "and show typed refusals of tampered, mis-signed and malformed copies.",
+        help="run one Mission end to end on the embedded stack",
+        description="Start the embedded Temporal stack, run one Mission from creation to human "
+        "Approval, print the Group's Events in order; exit 0 only if it ends approved.",
     )
-    parser.add_argument("--state", type=Path, default=Path(".mwp/demo"), help="state folder")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(".mwp/demo"),
+        help="folder for the embedded server's state",
+    )
+    parser.add_argument(
+        "--temporal-address", default=None, help="use this Temporal cluster instead of starting one"
+    )
+    parser.add_argument(
+        "--codec",
+        action="store_true",
+        help="only the signed-document demo (no Temporal): sign, verify, admit",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from mwp.demo import run_demo
+    if args.codec:
+        from mwp.codec_demo import run_demo
 
-    return 0 if run_demo(args.state) else 1
+        return 0 if run_demo(args.state_dir) else 1
+    from mwp.mission_demo import demo_with_stack
+
+    try:
+        ok = asyncio.run(demo_with_stack(args.state_dir, args.temporal_address))
+    except Exception as exc:  # report, then exit non-zero without a traceback wall
+        print(f"mwp demo: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
+        ok = False
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The Temporal SDK can crash at interpreter exit after a clean run (DESIGN.md section 5).
+    os._exit(0 if ok else 1)

@@ -1,0 +1,237 @@
+"""Missions from the client SDK: create one, send it Commands, read its state.
+
+>>> missions = MissionClient(client, "urn:mwp:organization:acme")
+>>> mission = await missions.create(ada, objective="Ship the report", ...)
+>>> result = await mission.send(coordinator, "work.authorize", {"contract": contract},
+...                             session_epoch=1, work_item_id=item_id)
+>>> result["receipt"]["lastSequence"], [e["kind"] for e in result["events"]]
+
+Each Command is signed by the sending :class:`~mwp.client.Identity` and decided by the
+Mission's Group Authority (its MissionWorkflow) as a Temporal Update. The handle fills in the
+envelope members the Authority checks (Group ID, current Membership and Coordinator Epochs)
+from the Mission's current view, so callers only name the payload; a rejection is a typed
+:class:`~mwp.core.errors.MwpError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.client import WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
+
+from mwp.client import ClientError, Identity, MwpClient, new_id, wire_text
+from mwp.core.registry import Principal
+from mwp.core.signed_document import signing_hash
+from mwp.core.values import format_utc
+from mwp.mission_names import MissionInput, mission_workflow_id, work_item_workflow_id
+from mwp.temporal_errors import raising_mwp_errors
+
+COMMAND_UPDATE = "command"
+
+# Kinds an agent sends as the Coordinator: they carry the current Coordinator Epoch.
+COORDINATOR_KINDS = frozenset(
+    {
+        "mission.renew_coordinator",
+        "mission.submit_for_approval",
+        "mission.terminate",
+        "membership.change",
+        "membership.end",
+        "message.redact",
+        "work.authorize",
+        "work.offer",
+        "work.unblock",
+        "work.accept_result",
+        "work.fail",
+        "work.cancel",
+    }
+)
+
+
+def group_authority(organization_id: str) -> Principal:
+    """The Group Authority service Principal of an Organization (every Event's acceptedBy)."""
+    return Principal("service", f"{organization_id}:service:group-authority")
+
+
+def in_seconds(seconds: int) -> str:
+    return format_utc(datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=seconds))
+
+
+@dataclass
+class MissionHandle:
+    """One Mission: its Group Authority's workflow and the Group it decides for."""
+
+    client: MwpClient
+    mission_id: str
+    group_id: str
+
+    @property
+    def workflow_id(self) -> str:
+        return mission_workflow_id(self.mission_id)
+
+    async def send(
+        self,
+        identity: Identity,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        session_epoch: int | None = None,
+        work_item_id: str | None = None,
+        conversation_id: str | None = None,
+        expected_revision: int | None = None,
+        as_coordinator: bool | None = None,
+        action_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Sign ``kind`` with ``payload`` as ``identity`` and have the Authority decide it."""
+        membership_epoch = coordinator_epoch = None
+        if identity.principal.type != "service":
+            view = await self.view()
+            membership_epoch = _membership_epoch(view, identity.principal)
+            coordinating = (
+                as_coordinator
+                if as_coordinator is not None
+                else identity.principal.type == "agent"
+                and kind in COORDINATOR_KINDS
+                and _coordinator_id(view) == identity.principal.id
+            )
+            if coordinating:
+                coordinator_epoch = _coordinator_epoch(view)
+        command = identity.command(
+            kind,
+            payload,
+            group_id=self.group_id,
+            session_epoch=session_epoch if identity.principal.type == "agent" else None,
+            membership_epoch=membership_epoch,
+            coordinator_epoch=coordinator_epoch,
+            work_item_id=work_item_id,
+            conversation_id=conversation_id,
+            expected_revision=expected_revision,
+            action_id=action_id,
+        )
+        return await self.send_signed(command)
+
+    async def send_signed(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        """Send an already signed Command (exact bytes: its JCS form)."""
+        return await self.client.send_command(self.workflow_id, COMMAND_UPDATE, command)
+
+    async def view(self) -> dict[str, Any]:
+        value: dict[str, Any] = await self.client.query(self.workflow_id, "mission")
+        return value
+
+    async def work_item(self, work_item_id: str) -> dict[str, Any]:
+        value: dict[str, Any] = await self.client.query(self.workflow_id, "work_item", work_item_id)
+        return value
+
+    async def sequence(self) -> int:
+        value: int = await self.client.query(self.workflow_id, "sequence")
+        return value
+
+    async def events_this_run(self, after_sequence: int = 0) -> list[dict[str, Any]]:
+        value: list[dict[str, Any]] = await self.client.query(
+            self.workflow_id, "events_this_run", after_sequence
+        )
+        return value
+
+    def work_item_workflow_id(self, work_item_id: str) -> str:
+        return work_item_workflow_id(self.mission_id, work_item_id)
+
+
+class MissionClient:
+    """Missions of one Organization."""
+
+    def __init__(
+        self,
+        client: MwpClient,
+        organization_id: str,
+        *,
+        authority: Principal | None = None,
+        updates_per_run: int | None = None,
+    ) -> None:
+        self.client = client
+        self.organization_id = organization_id
+        self.authority = authority or group_authority(organization_id)
+        self.updates_per_run = updates_per_run
+
+    def mission(self, mission_id: str, group_id: str) -> MissionHandle:
+        return MissionHandle(self.client, mission_id, group_id)
+
+    async def create(
+        self,
+        owner: Identity,
+        *,
+        objective: str,
+        coordinator_agent_id: str,
+        definition_of_done: Sequence[Mapping[str, Any]],
+        budget: Mapping[str, Any],
+        deadline: str,
+        mission_id: str | None = None,
+        group_id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> tuple[MissionHandle, dict[str, Any]]:
+        """``mission.create`` by the human ``owner``: starts the Mission's Group Authority."""
+        if owner.principal.type != "human":
+            raise ClientError("a root Mission's MissionOwner is a human")
+        mission_id = mission_id or new_id()
+        group_id = group_id or new_id()
+        payload = {
+            "missionId": mission_id,
+            "objective": objective,
+            "definitionOfDone": list(definition_of_done),
+            "budget": dict(budget),
+            "deadline": deadline,
+            "coordinatorAgentId": coordinator_agent_id,
+            **(extra or {}),
+        }
+        command = owner.command("mission.create", payload, group_id=group_id)
+        result = await self.create_signed(command)
+        return self.mission(mission_id, group_id), result
+
+    async def create_signed(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        """Start the Group Authority of a signed ``mission.create`` and have it decide."""
+        mission_id = command["payload"]["missionId"]
+        start_input = MissionInput(
+            organization_id=self.organization_id, authority=self.authority.to_json()
+        )
+        if self.updates_per_run is not None:
+            start_input.updates_per_run = self.updates_per_run
+        operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+            "MissionWorkflow",
+            start_input,
+            id=mission_workflow_id(mission_id),
+            task_queue=self.client.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=f"Mission {mission_id}",
+        )
+        with raising_mwp_errors():
+            result: dict[str, Any] = await self.client.temporal.execute_update_with_start_workflow(
+                COMMAND_UPDATE,
+                wire_text(command),
+                start_workflow_operation=operation,
+                id=signing_hash(command),
+                result_type=dict,
+            )
+        return result
+
+
+def _membership_epoch(view: Mapping[str, Any], principal: Principal) -> int | None:
+    for membership in view.get("memberships", []):
+        member = membership.get("member", {})
+        if member.get("id") == principal.id and membership.get("state") != "ended":
+            epoch: int = membership["membershipEpoch"]
+            return epoch
+    return None
+
+
+def _coordinator_id(view: Mapping[str, Any]) -> str | None:
+    coordinator = view.get("coordinator") or {}
+    agent: str | None = coordinator.get("agentId")
+    return agent
+
+
+def _coordinator_epoch(view: Mapping[str, Any]) -> int | None:
+    coordinator = view.get("coordinator") or {}
+    epoch: int | None = coordinator.get("coordinatorEpoch")
+    return epoch

@@ -1,0 +1,129 @@
+"""WorkItemWorkflow: one per WorkItem, a child of its MissionWorkflow.
+
+It owns the item's durable timers (offer expiry, start-by deadline, Execution Lease expiry,
+bounded blocked lease). The Mission signals every accepted transition of the item with the
+timers the new state needs; when one falls due the child reports it to the Mission, which
+decides what it causes and records the Events. Stale reports are harmless: each timer carries
+the token of the grant it belongs to, and the Authority ignores tokens that are no longer
+current. The child ends when its item reaches a terminal state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey
+
+with workflow.unsafe.imports_passed_through():
+    from mwp.core.values import instant_to_datetime, parse_timestamp
+
+TERMINAL_STATES = frozenset({"verified", "cancelled"})
+
+WORK_ITEM_ID = SearchAttributeKey.for_keyword("WorkItemId")
+MISSION_ID = SearchAttributeKey.for_keyword("MissionId")
+WORK_ITEM_STATE = SearchAttributeKey.for_keyword("WorkItemState")
+OWNER = SearchAttributeKey.for_keyword("Owner")
+CAPABILITY = SearchAttributeKey.for_keyword("Capability")
+
+
+@dataclass
+class WorkItemInput:
+    mission_workflow_id: str
+    mission_id: str
+    work_item_id: str
+    view: dict[str, Any]
+    timers: list[dict[str, str]] = field(default_factory=list)
+    search_attributes: dict[str, str] = field(default_factory=dict)
+
+
+def _due(timer: dict[str, str]) -> datetime:
+    return instant_to_datetime(parse_timestamp(timer["due_at"]).instant)
+
+
+@workflow.defn(name="WorkItemWorkflow")
+class WorkItemWorkflow:
+    @workflow.init
+    def __init__(self, input: WorkItemInput) -> None:
+        self._input = input
+        self._view = input.view
+        self._timers = list(input.timers)
+        self._reported: set[tuple[str, str]] = set()
+        self._changed = False
+        self._attributes = dict(input.search_attributes)
+
+    @workflow.run
+    async def run(self, input: WorkItemInput) -> dict[str, Any]:
+        self._publish(input.search_attributes)
+        while self._view.get("state") not in TERMINAL_STATES:
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(
+                    WorkItemInput(
+                        input.mission_workflow_id,
+                        input.mission_id,
+                        input.work_item_id,
+                        self._view,
+                        [t for t in self._timers if (t["kind"], t["token"]) not in self._reported],
+                        self._attributes,
+                    )
+                )
+            pending = [t for t in self._timers if (t["kind"], t["token"]) not in self._reported]
+            self._changed = False
+            if not pending:
+                await workflow.wait_condition(lambda: self._changed)
+                continue
+            nearest = min(pending, key=_due)
+            delay = _due(nearest) - workflow.now()
+            if delay > timedelta(0):
+                try:
+                    await workflow.wait_condition(lambda: self._changed, timeout=delay)
+                    continue  # the item changed: recompute its timers
+                except TimeoutError:
+                    pass
+            self._reported.add((nearest["kind"], nearest["token"]))
+            await workflow.get_external_workflow_handle(input.mission_workflow_id).signal(
+                "timer_fired",
+                {
+                    "work_item_id": input.work_item_id,
+                    "kind": nearest["kind"],
+                    "token": nearest["token"],
+                },
+            )
+        return self._view
+
+    @workflow.signal
+    def transition(self, update: dict[str, Any]) -> None:
+        self._view = update["view"]
+        self._timers = list(update["timers"])
+        self._changed = True
+        self._publish(update.get("searchAttributes", {}))
+
+    @workflow.query
+    def work_item(self) -> dict[str, Any]:
+        return self._view
+
+    @workflow.query
+    def timers(self) -> list[dict[str, str]]:
+        return self._timers
+
+    def _publish(self, attributes: dict[str, str]) -> None:
+        if attributes:
+            self._attributes = dict(attributes)
+        keys = {
+            "WorkItemState": WORK_ITEM_STATE,
+            "Owner": OWNER,
+            "Capability": CAPABILITY,
+        }
+        updates = [
+            WORK_ITEM_ID.value_set(self._input.work_item_id),
+            MISSION_ID.value_set(self._input.mission_id),
+        ]
+        updates += [
+            key.value_set(attributes[name]) for name, key in keys.items() if attributes.get(name)
+        ]
+        workflow.upsert_search_attributes(updates)
+        owner = attributes.get("Owner") or "no owner"
+        workflow.set_current_details(f"**{self._view.get('state')}** · {owner}")
