@@ -15,13 +15,15 @@ from the Mission's current view, so callers only name the payload; a rejection i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.client import WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
 
 from mwp.client import ClientError, Identity, MwpClient, new_id, wire_text
 from mwp.core.registry import Principal
@@ -31,6 +33,11 @@ from mwp.mission_names import MissionInput, mission_workflow_id, work_item_workf
 from mwp.temporal_errors import raising_mwp_errors
 
 COMMAND_UPDATE = "command"
+
+# How often a Command whose Update the server aborted (``WorkflowNotReady``) is resent.
+NOT_READY_ATTEMPTS = 10
+
+T = TypeVar("T")
 
 # Kinds an agent sends as the Coordinator: they carry the current Coordinator Epoch.
 COORDINATOR_KINDS = frozenset(
@@ -115,7 +122,9 @@ class MissionHandle:
 
     async def send_signed(self, command: Mapping[str, Any]) -> dict[str, Any]:
         """Send an already signed Command (exact bytes: its JCS form)."""
-        return await self.client.send_command(self.workflow_id, COMMAND_UPDATE, command)
+        return await resending_when_not_ready(
+            lambda: self.client.send_command(self.workflow_id, COMMAND_UPDATE, command)
+        )
 
     async def view(self) -> dict[str, Any]:
         value: dict[str, Any] = await self.client.query(self.workflow_id, "mission")
@@ -197,23 +206,65 @@ class MissionClient:
         )
         if self.updates_per_run is not None:
             start_input.updates_per_run = self.updates_per_run
-        operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            "MissionWorkflow",
-            start_input,
-            id=mission_workflow_id(mission_id),
-            task_queue=self.client.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=f"Mission {mission_id}",
-        )
-        with raising_mwp_errors():
-            result: dict[str, Any] = await self.client.temporal.execute_update_with_start_workflow(
-                COMMAND_UPDATE,
-                wire_text(command),
-                start_workflow_operation=operation,
-                id=signing_hash(command),
-                result_type=dict,
+        temporal = self.client.temporal
+
+        async def send() -> dict[str, Any]:
+            # A with-start operation is single-use: a resend needs a new one.
+            operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+                "MissionWorkflow",
+                start_input,
+                id=mission_workflow_id(mission_id),
+                task_queue=self.client.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=f"Mission {mission_id}",
             )
-        return result
+            with raising_mwp_errors():
+                result: dict[str, Any] = await temporal.execute_update_with_start_workflow(
+                    COMMAND_UPDATE,
+                    wire_text(command),
+                    start_workflow_operation=operation,
+                    id=signing_hash(command),
+                    result_type=dict,
+                )
+            return result
+
+        return await resending_when_not_ready(send)
+
+
+def workflow_not_ready(error: BaseException) -> bool:
+    """Whether the server aborted an Update because the workflow task processing it failed.
+
+    It happens, for instance, when a signal (a WorkItem's timer report, a registry notice)
+    lands while the task that accepts the Update and continues the Group as new is in flight:
+    the server refuses that task's completion and drops the Update. Nothing was applied, so
+    resending the byte-equal Command is safe (if it had been, its receipt comes back).
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, RPCError) and current.status == RPCStatusCode.FAILED_PRECONDITION:
+            details = current.grpc_status.details
+            if any(d.type_url.endswith(".WorkflowNotReadyFailure") for d in details):
+                return True
+        current = current.__cause__
+    return False
+
+
+async def resending_when_not_ready(
+    send: Callable[[], Awaitable[T]], attempts: int = NOT_READY_ATTEMPTS
+) -> T:
+    """``send()``, resent with a short backoff while the server reports WorkflowNotReady."""
+    delay = 0.02
+    for _ in range(attempts - 1):
+        try:
+            return await send()
+        except Exception as exc:
+            if not workflow_not_ready(exc):
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 1.0)
+    return await send()
 
 
 def _membership_epoch(view: Mapping[str, Any], principal: Principal) -> int | None:

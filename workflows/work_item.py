@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey
+from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
 with workflow.unsafe.imports_passed_through():
     from mwp.core.values import instant_to_datetime, parse_timestamp
@@ -117,13 +117,17 @@ class WorkItemWorkflow:
             "Owner": OWNER,
             "Capability": CAPABILITY,
         }
-        updates = [
+        updates: list[SearchAttributeUpdate[Any]] = [
             WORK_ITEM_ID.value_set(self._input.work_item_id),
             MISSION_ID.value_set(self._input.mission_id),
         ]
-        updates += [
-            key.value_set(attributes[name]) for name, key in keys.items() if attributes.get(name)
-        ]
+        if attributes:
+            # An empty value (e.g. no live Owner once the owner is fenced) clears the
+            # attribute: a stale Owner must not stay listed.
+            updates += [
+                key.value_set(attributes[name]) if attributes.get(name) else key.value_unset()
+                for name, key in keys.items()
+            ]
         workflow.upsert_search_attributes(updates)
         owner = attributes.get("Owner") or "no owner"
         workflow.set_current_details(f"**{self._view.get('state')}** · {owner}")
