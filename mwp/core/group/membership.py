@@ -49,6 +49,11 @@ def membership_document(state: GroupState, m: Membership) -> Json:
         "endedAt": m.ended_at,
     }
     doc.update({k: v for k, v in optional.items() if v is not None})
+    grants = [
+        g.document for g in state.delegation_grants.values() if g.grantee_id == m.member["id"]
+    ]
+    if grants and m.member["type"] == "agent":
+        doc["delegationGrants"] = grants
     return doc
 
 

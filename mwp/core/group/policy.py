@@ -30,6 +30,10 @@ RECEIPT_WINDOW: Final = 10_000
 # Recent Messages that may still be corrected, retracted or redacted (see conversation.py).
 MESSAGE_WINDOW: Final = 1_000
 
+# Organization cooperation policy: the deepest descendant a Delegation Grant may allow below
+# its target WorkItem (spec 9.1, 20). A grant asking for more is refused when issued.
+MAX_DELEGATION_DEPTH: Final = 8
+
 DEFAULT_SCOPES: Final[dict[str, tuple[str, ...]]] = {
     "mission_owner": ("mission.own",),
     "coordinator": ("mission.coordinate",),

@@ -470,6 +470,7 @@ class WorkItem:
     result: Json | None = None
     failure: Json | None = None
     cancellation: Json | None = None
+    parent_work_item_id: str | None = None  # the explicit parent link (spec 9.1)
 
     @property
     def contract_version(self) -> int:
@@ -507,6 +508,7 @@ class WorkItem:
                 "result": self.result,
                 "failure": self.failure,
                 "cancellation": self.cancellation,
+                "parentWorkItemId": self.parent_work_item_id,
             }
         )
 
@@ -541,7 +543,36 @@ class WorkItem:
             result=_opt(data, "result"),
             failure=_opt(data, "failure"),
             cancellation=_opt(data, "cancellation"),
+            parent_work_item_id=_opt(data, "parentWorkItemId"),
         )
+
+
+@dataclass(slots=True)
+class DelegationGrant:
+    """A persisted Delegation Grant (spec 9.1): its membership.schema.json ``delegationGrants``
+    item, and the WorkItems created or offered under it, in the order they were first used."""
+
+    document: Json
+    work_item_ids: list[str] = field(default_factory=list)
+
+    @property
+    def grant_id(self) -> str:
+        return str(self.document["grantId"])
+
+    @property
+    def grantee_id(self) -> str:
+        return str(self.document["granteeAgentId"])
+
+    @property
+    def target_work_item_id(self) -> str:
+        return str(self.document["targetWorkItemId"])
+
+    def to_json(self) -> Json:
+        return {"grant": self.document, "workItemIds": self.work_item_ids}
+
+    @classmethod
+    def from_json(cls, data: Json) -> DelegationGrant:
+        return cls(data["grant"], list(data["workItemIds"]))
 
 
 @dataclass(slots=True)
@@ -557,6 +588,7 @@ class GroupState:
     work_items: dict[str, WorkItem] = field(default_factory=dict)
     messages: MessageWindow = field(default_factory=MessageWindow)
     receipts: ReceiptCache = field(default_factory=ReceiptCache)
+    delegation_grants: dict[str, DelegationGrant] = field(default_factory=dict)
     # Derived, not snapshotted: the budget allocated to WorkItems that are not cancelled.
     allocated: dict[str, Decimal] = field(default_factory=dict)
 
@@ -578,6 +610,7 @@ class GroupState:
                 "workItems": [w.to_json() for w in self.work_items.values()],
                 "messages": self.messages.to_json(),
                 "receipts": self.receipts.to_json(),
+                "delegationGrants": [g.to_json() for g in self.delegation_grants.values()],
             }
         )
 
@@ -589,6 +622,7 @@ class GroupState:
         conversations = [Conversation.from_json(c) for c in data["conversations"]]
         proposals = [Proposal.from_json(p) for p in data["proposals"]]
         work_items = [WorkItem.from_json(w) for w in data["workItems"]]
+        grants = [DelegationGrant.from_json(g) for g in data.get("delegationGrants", [])]
         state = cls(
             group_id=data["groupId"],
             sequence=data["sequence"],
@@ -601,6 +635,7 @@ class GroupState:
             work_items={w.work_item_id: w for w in work_items},
             messages=MessageWindow.from_json(data["groupId"], data["messages"]),
             receipts=ReceiptCache.from_json(data["receipts"]),
+            delegation_grants={g.grant_id: g for g in grants},
         )
         from mwp.core.group.budget import recount  # budget imports this module
 

@@ -53,6 +53,7 @@ WORK_ITEM_VIEW_EXTRAS = frozenset(
         "failure",
         "cancellation",
         "proposalId",
+        "parentWorkItemId",
     }
 )
 
@@ -214,6 +215,7 @@ def work_item_view(state: GroupState, item: WorkItem) -> Json:
         "executionApproved": execution_approved(item),
         "pendingDependencies": unsatisfied(state, item),
         "proposalId": item.proposal_id,
+        "parentWorkItemId": item.parent_work_item_id,
         "checkpoint": item.checkpoint,
         "result": item.result,
         "failure": item.failure,

@@ -14,6 +14,7 @@ from mwp.core.errors import ErrorCode
 from mwp.core.group.rejection import invalid, reject
 from mwp.models import DocumentInvalid, validate_document
 from mwp.models.common import CapabilityRef
+from mwp.models.membership import DelegationBudget
 from mwp.models.work_item import Progress, SelectionBasis
 
 Json = dict[str, Any]
@@ -68,9 +69,14 @@ def progress(value: Any) -> Json:
     return _model(Progress, value, "progress")
 
 
-def capability_refs(value: Any) -> list[Json]:
+def delegation_budget(value: Any) -> Json:
+    """A Delegation Grant budget: currency and all six ceilings, each stated explicitly."""
+    return _model(DelegationBudget, value, "budget")
+
+
+def capability_refs(value: Any, what: str = "capabilityPins") -> list[Json]:
     if not isinstance(value, list) or not value:
-        invalid("capabilityPins must be a non-empty array of capability references")
+        invalid(f"{what} must be a non-empty array of capability references")
     return [_model(CapabilityRef, v, "a capability reference") for v in value]
 
 

@@ -17,6 +17,16 @@ from mwp.core.errors import ErrorCode
 from mwp.core.group.api import AuthorityContext
 from mwp.core.group.budget import book, check_allocation
 from mwp.core.group.clock import plus_seconds, reached
+from mwp.core.group.delegation import (
+    GRANT_MEMBER,
+    PARENT_MEMBER,
+    authorize_work,
+    check_capabilities,
+    check_grant_budget,
+    check_scope,
+    cited_grant,
+    record_use,
+)
 from mwp.core.group.dependencies import check_dependencies
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.execution_lease import require_lease, require_owner
@@ -112,6 +122,12 @@ def _decide_authorize(
     existing = state.work_items.get(work_item_id)
     if existing is not None:
         bad_transition("WorkItem", existing.state, cmd.kind)
+    parent_id = p.opt_id(PARENT_MEMBER)
+    grant = cited_grant(state, cmd)
+    if grant is not None:
+        check_scope(state, ctx, grant, parent_id=parent_id)
+    elif parent_id is not None and parent_id not in state.work_items:
+        invalid("no such parent WorkItem in this Group", parentWorkItemId=parent_id)
     contract = complete_contract(p.raw("contract") if p.has("contract") else None)
     if reached(ctx.now, contract["deadline"]):
         invalid("the Work Contract's deadline has already passed")
@@ -123,6 +139,9 @@ def _decide_authorize(
             invalid("no open Work Proposal with this ID", proposalId=proposal_id)
         created_by = proposal.proposed_by
     check_dependencies(state, work_item_id, contract["dependencyWorkItemIds"])
+    if grant is not None:
+        check_capabilities(grant, contract)
+        check_grant_budget(state, grant, work_item_id, contract["budget"])
     check_allocation(state, contract["budget"], work_item_id)
     item = WorkItem(
         work_item_id=work_item_id,
@@ -153,6 +172,10 @@ def _decide_authorize(
     }
     if proposal_id is not None:
         payload["proposalId"] = proposal_id
+    if parent_id is not None:
+        payload[PARENT_MEMBER] = parent_id
+    if grant is not None:
+        payload[GRANT_MEMBER] = grant.grant_id
     drafts.add("work.authorized", ("work_item", work_item_id), payload, work_item_id=work_item_id)
 
 
@@ -162,6 +185,9 @@ def _decide_authorize(
 def _decide_offer(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts) -> None:
     active_mission(state, cmd)
     item = get_item(state, cmd)
+    grant = cited_grant(state, cmd)
+    if grant is not None:
+        check_scope(state, ctx, grant, offered=item)
     if item.state not in OFFERABLE_STATES:
         bad_transition("WorkItem", item.state, cmd.kind)
     fenced = None
@@ -185,6 +211,9 @@ def _decide_offer(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draft
             check_dependencies(state, item.work_item_id, candidate["dependencyWorkItemIds"])
             check_allocation(state, candidate["budget"], item.work_item_id)
             revised = contract = candidate
+    if grant is not None:
+        check_capabilities(grant, contract)
+        check_grant_budget(state, grant, item.work_item_id, contract["budget"])
     expires_at = p.timestamp("expiresAt")
     if reached(ctx.now, expires_at):
         invalid("the offer would already be expired")
@@ -242,6 +271,8 @@ def _decide_offer(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draft
         payload["fencedOwnership"] = fenced
     if context_package is not None:
         payload["contextPackageId"] = context_package
+    if grant is not None:
+        payload[GRANT_MEMBER] = grant.grant_id
     drafts.add(
         "work.offer.created",
         ("work_item", item.work_item_id),
@@ -509,8 +540,11 @@ def _evolve_authorized(state: GroupState, event: Json) -> None:
         created_at=doc["createdAt"],
         updated_at=event["occurredAt"],
         proposal_id=payload.get("proposalId"),
+        parent_work_item_id=payload.get(PARENT_MEMBER),
     )
     state.work_items[item.work_item_id] = item
+    if GRANT_MEMBER in payload:
+        record_use(state, payload[GRANT_MEMBER], item.work_item_id)
     book(state, item.contract["budget"], +1)
     state.conversations[conversation["conversationId"]] = conversation_from_document(conversation)
     state.proposals.pop(item.proposal_id or "", None)
@@ -532,6 +566,8 @@ def _evolve_offer_created(state: GroupState, event: Json) -> None:
     item.start_within_seconds = payload["startWithinSeconds"]
     item.failure = None
     item.state = "offered"
+    if GRANT_MEMBER in payload:
+        record_use(state, payload[GRANT_MEMBER], item.work_item_id)
 
 
 def _evolve_offer_accepted(state: GroupState, event: Json) -> None:
@@ -584,11 +620,11 @@ def _coordinating_unless_owner(state: GroupState, cmd: Incoming) -> bool:
 
 RULES = (
     CommandRule("work.propose", _decide_propose, members_only, target=no_target),
-    CommandRule("work.authorize", _decide_authorize, coordinator_or_owner, coordinator=by_agent),
+    CommandRule("work.authorize", _decide_authorize, authorize_work, coordinator=by_agent),
     CommandRule(
         "work.offer",
         _decide_offer,
-        coordinator_or_owner,
+        authorize_work,
         target=work_item_target,
         coordinator=by_agent,
     ),

@@ -34,6 +34,7 @@ COORD2 = Principal("agent", "urn:example:agent:coordinator-two")
 W1 = Principal("agent", "urn:example:agent:worker-one")
 W2 = Principal("agent", "urn:example:agent:worker-two")
 W3 = Principal("agent", "urn:example:agent:worker-three")
+DELEGATE = Principal("agent", "urn:example:agent:delegate")
 SERVICE = Principal("service", "urn:example:service:policy")
 AUTHORITY = Principal("service", "urn:example:service:group-authority")
 STRANGER = Principal("human", "urn:example:human:stranger")
@@ -58,6 +59,7 @@ _COORDINATOR_KINDS = frozenset(
         "work.cancel",
         "membership.change",
         "membership.end",
+        "membership.grant_delegation",
         "message.redact",
     }
 )
@@ -103,6 +105,35 @@ def contract(**overrides: Any) -> dict[str, Any]:
         "budget": {"modelTokenLimit": 1000},
         "sideEffectRisk": "none",
         "executionApproval": "not_required",
+    }
+    base.update(overrides)
+    return base
+
+
+def full_budget(**overrides: Any) -> dict[str, Any]:
+    """A budget stating every dimension, as a delegated WorkItem must."""
+    base: dict[str, Any] = {
+        "currency": "USD",
+        "financialLimit": 10,
+        "modelTokenLimit": 1000,
+        "toolCallLimit": 10,
+        "computeSecondsLimit": 60,
+        "wallClockSecondsLimit": 600,
+        "externalSideEffectLimit": 0,
+    }
+    base.update(overrides)
+    return base
+
+
+def grant_payload(target: str, **overrides: Any) -> dict[str, Any]:
+    """A ``membership.grant_delegation`` payload for DELEGATE over WorkItem ``target``."""
+    base: dict[str, Any] = {
+        "granteeAgentId": DELEGATE.id,
+        "targetWorkItemId": item_id(target),
+        "allowedCapabilities": [CAPABILITY],
+        "budget": full_budget(financialLimit=30, modelTokenLimit=3000),
+        "maxDescendantDepth": 2,
+        "expiresAt": "2026-07-16T00:00:00Z",
     }
     base.update(overrides)
     return base
@@ -160,7 +191,7 @@ class Harness:
     def __init__(self, authority: GroupAuthority | None = None) -> None:
         self.authority = authority or GroupAuthority()
         self.now = T0
-        self.sessions: dict[str, int] = {COORD.id: 1, COORD2.id: 1, W1.id: 1, W2.id: 1, W3.id: 1}
+        self.sessions: dict[str, int] = {p.id: 1 for p in (COORD, COORD2, W1, W2, W3, DELEGATE)}
         self.approved_missions: dict[str, str] = {}
         self._ids = itertools.count(1)
         self.events: list[dict[str, Any]] = []

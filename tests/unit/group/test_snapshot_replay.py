@@ -13,6 +13,7 @@ from tests.unit.group.harness import (
     ARTIFACT_A,
     COORD,
     COORD2,
+    DELEGATE,
     OWNER,
     SERVICE,
     W1,
@@ -21,6 +22,8 @@ from tests.unit.group.harness import (
     Harness,
     contract,
     fingerprint,
+    full_budget,
+    grant_payload,
     item_id,
     mission_harness,
     progress,
@@ -87,6 +90,30 @@ def rich_history() -> Harness:
     h.submit_work("a", W2)
     h.accept_result("a")
     h.drive("b", "queued")
+    h.admit(DELEGATE, "work_delegate")
+    granted = h.submit(COORD, "membership.grant_delegation", grant_payload("b")).events[0]
+    grant_id = granted["payload"]["grant"]["grantId"]
+    h.submit(
+        DELEGATE,
+        "work.authorize",
+        {
+            "contract": contract(budget=full_budget()),
+            "parentWorkItemId": item_id("b"),
+            "delegationGrantId": grant_id,
+        },
+        workItemId=item_id("b1"),
+    )
+    h.submit(
+        DELEGATE,
+        "work.offer",
+        {
+            "candidates": [{"agentId": W1.id, "selectionBasis": selection_basis()}],
+            "expiresAt": plus_seconds(h.now, 600),
+            "delegationGrantId": grant_id,
+        },
+        workItemId=item_id("b1"),
+    )
+    h.submit(COORD, "work.cancel", {}, workItemId=item_id("b1"))
     h.submit(
         COORD,
         "work.fail",
