@@ -3,21 +3,36 @@
 Every Command arrives as the ``command`` Update carrying the Command's exact wire bytes (as
 text). The validator verifies the signature in six stages against the Organization's Registry
 evidence and asks the pure core to decide without applying; a rejection never enters history.
-The handler verifies and decides again, applies atomically, and returns the receipt with the
-new unsigned Events. WorkItemWorkflow children hold each item's durable timers and report the
-ones that fire through the ``timer_fired`` signal.
+The handler, which runs next in the same workflow task, reuses that verification (it verifies
+itself when no validator ran, as on replay), decides again, applies atomically, and returns
+the receipt with the new unsigned Events, without waiting for anything.
+
+WorkItemWorkflow children hold each item's durable timers and report the ones that fire
+through the ``timer_fired`` signal. The Mission starts and signals them beside the handlers:
+each child has at most one signal in flight and always receives its item's newest state, so
+under load one signal may carry several transitions. Search attributes and current details are
+refreshed after each workflow task's Commands, and upserted only when they change.
 
 The Registry evidence and Session Epochs come from the Organization's registry workflow
 (``registry_changed`` signal), never from a client. Continue-as-new carries the compact
-snapshot; it happens in the run loop, after every handler has finished.
+snapshot, compressed; it happens in the run loop once every handler has finished, every child
+has its item's newest state and the children that ended have reported it. While it is due, new
+Commands get ``BACKPRESSURE``.
+
+Measured with ``benchmarks/group_commands.py``: see ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
+import zlib
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from mwp.core.errors import ErrorCode, MwpError
@@ -36,11 +51,30 @@ with workflow.unsafe.imports_passed_through():
     )
     from mwp.temporal_errors import to_application_error
     from mwp.temporal_names import AUTHORITY_TASK_QUEUE
-    from workflows.work_item import WorkItemInput, WorkItemWorkflow
+    from workflows.work_item import TERMINAL_STATES, WorkItemInput, WorkItemWorkflow
 
 MISSION_ID = SearchAttributeKey.for_keyword("MissionId")
 GROUP_ID = SearchAttributeKey.for_keyword("GroupId")
 MISSION_STATE = SearchAttributeKey.for_keyword("MissionState")
+
+# How a run hands its snapshot to the next: compressed JSON. The snapshot grows with every
+# WorkItem the Group keeps (about 4 KB each, settled ones included) and Temporal refuses a
+# payload over 2 MiB, which uncompressed was reached at about 500 WorkItems.
+PACKED_SNAPSHOT = "zlib+base64:json"
+
+
+def pack_snapshot(snapshot: dict[str, Any]) -> dict[str, Any]:
+    text = json.dumps(snapshot, separators=(",", ":"), ensure_ascii=False)
+    data = base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")
+    return {"encoding": PACKED_SNAPSHOT, "data": data}
+
+
+def unpack_snapshot(value: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot ``pack_snapshot`` packed; a plain snapshot passes unchanged."""
+    if value.get("encoding") != PACKED_SNAPSHOT:
+        return value
+    snapshot: dict[str, Any] = json.loads(zlib.decompress(base64.b64decode(value["data"])))
+    return snapshot
 
 
 @workflow.defn(name="MissionWorkflow")
@@ -49,7 +83,9 @@ class MissionWorkflow:
     def __init__(self, input: MissionInput) -> None:
         self._input = input
         self._authority = (
-            GroupAuthority.restore(input.snapshot) if input.snapshot else GroupAuthority()
+            GroupAuthority.restore(unpack_snapshot(input.snapshot))
+            if input.snapshot
+            else GroupAuthority()
         )
         self._principal = Principal(input.authority["type"], input.authority["id"])
         self._registry = RegistrySubscription(input.organization_id)
@@ -61,6 +97,21 @@ class MissionWorkflow:
         # keeps them running across continue-as-new).
         self._children: set[str] = set(self._authority.work_item_ids())
         self._pending_timers: list[TimerReport] = []
+        # Children being sent their item's state, and those whose item changed again meanwhile.
+        self._syncing: set[str] = set()
+        self._resync: set[str] = set()
+        self._sync_tasks: set[asyncio.Task[None]] = set()
+        self._sync_failure: BaseException | None = None
+        # Children this run started: their completion is reported to this run.
+        self._started_this_run: dict[str, workflow.ChildWorkflowHandle[Any, Any]] = {}
+        self._visibility_stale = False
+        self._published: dict[str, str] | None = None  # the search attributes last upserted
+        # The Mission's (state, revision) for the current details. Only ``mission.*`` Events
+        # change them, so the O(WorkItems) Mission view is rebuilt only after one of those.
+        self._headline: tuple[Any, Any] | None = None
+        self._rolling_over = False  # continue-as-new is due: new Commands get BACKPRESSURE
+        # The validator's verification (wire, Registry revision, Envelope) for its handler.
+        self._admitted: tuple[str, int, Envelope] | None = None
 
     # --- run loop --------------------------------------------------------------------------
 
@@ -70,19 +121,47 @@ class MissionWorkflow:
         await workflow.get_external_workflow_handle(registry).signal(
             SIGNAL_SUBSCRIBE, workflow.info().workflow_id
         )
+        publisher = asyncio.create_task(self._publish_visibility())
         while True:
             await workflow.wait_condition(
-                lambda: bool(self._pending_timers) or self._should_continue_as_new()
+                lambda: (
+                    bool(self._pending_timers)
+                    or self._should_continue_as_new()
+                    or self._failed(publisher)
+                )
             )
+            self._raise_failure(publisher)
             while self._pending_timers:
-                await self._apply_timer(self._pending_timers.pop(0))
+                self._apply_timer(self._pending_timers.pop(0))
             if self._should_continue_as_new():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                if self._pending_timers:
-                    # A timer report arrived while the handlers finished: the snapshot does
-                    # not carry it and its child reports it only once, so record it first.
+                self._rolling_over = True
+                await workflow.wait_condition(
+                    lambda: (
+                        bool(self._pending_timers)
+                        or self._failed(publisher)
+                        or (workflow.all_handlers_finished() and self._settled())
+                    )
+                )
+                if self._pending_timers or self._failed(publisher):
+                    # A timer report arrived meanwhile: the snapshot does not carry it and its
+                    # child reports it only once, so record it first (or fail the task).
                     continue
                 workflow.continue_as_new(self._next_input())
+
+    def _settled(self) -> bool:
+        """No child signal or start in flight, no child completion due, visibility current."""
+        return not (self._syncing or self._visibility_stale)
+
+    def _failed(self, publisher: asyncio.Task[None]) -> bool:
+        return self._sync_failure is not None or publisher.done()
+
+    def _raise_failure(self, publisher: asyncio.Task[None]) -> None:
+        """A failure beside the handlers fails the workflow task, like one inside them."""
+        if self._sync_failure is not None:
+            raise RuntimeError("syncing a WorkItem child failed") from self._sync_failure
+        if publisher.done():
+            publisher.result()
+            raise RuntimeError("the visibility publisher stopped")
 
     def _should_continue_as_new(self) -> bool:
         return (
@@ -95,7 +174,7 @@ class MissionWorkflow:
         return MissionInput(
             organization_id=self._input.organization_id,
             authority=self._input.authority,
-            snapshot=self._authority.snapshot(),
+            snapshot=pack_snapshot(self._authority.snapshot()),
             registry_notice=notice.to_json() if notice is not None else None,
             updates_per_run=self._input.updates_per_run,
             run_number=self._input.run_number + 1,
@@ -105,15 +184,20 @@ class MissionWorkflow:
 
     @workflow.update
     async def command(self, wire: str) -> dict[str, Any]:
-        await workflow.wait_condition(lambda: self._registry.notice is not None)
-        envelope, context = self._admit(wire)
+        if self._registry.notice is None:
+            await workflow.wait_condition(lambda: self._registry.notice is not None)
+        admitted, self._admitted = self._admitted, None
+        if admitted is not None and admitted[:2] == (wire, self._registry.revision):
+            envelope, context = admitted[2], self._context()
+        else:  # no validator ran (replay), or it ran before the Registry evidence arrived
+            envelope, context = self._admit(wire)
         try:
             outcome = self._authority.submit(envelope, context)
         except MwpError as exc:
             raise to_application_error(exc, context.now) from None
         if not outcome.duplicate:
             self._updates_this_run += 1
-            await self._after_accept(outcome)
+            self._after_accept(outcome)
         return {
             "receipt": outcome.receipt.to_json(),
             "events": list(outcome.events),
@@ -122,7 +206,7 @@ class MissionWorkflow:
 
     @command.validator
     def _validate_command(self, wire: str) -> None:
-        if self._updates_this_run >= self._input.updates_per_run:
+        if self._rolling_over or self._updates_this_run >= self._input.updates_per_run:
             # Leave room for continue-as-new; the sender retries shortly.
             raise to_application_error(
                 MwpError(ErrorCode.BACKPRESSURE, "Group is rolling over", retry_after_ms=200)
@@ -134,6 +218,8 @@ class MissionWorkflow:
             self._authority.check(envelope, context)
         except MwpError as exc:
             raise to_application_error(exc, context.now) from None
+        # The handler runs next, in this workflow task, and would verify the same bytes again.
+        self._admitted = (wire, self._registry.revision, envelope)
 
     def _admit(self, wire: str) -> tuple[Envelope, AuthorityContext]:
         now = format_utc(workflow.now())
@@ -154,21 +240,58 @@ class MissionWorkflow:
             signing_hash=verified.signing_hash,
             command_hash=sha256_ref(canonicalize(verified.document)),
         )
-        context = AuthorityContext(now, self._principal, self._session_epochs())
-        return envelope, context
+        return envelope, self._context()
+
+    def _context(self) -> AuthorityContext:
+        now = format_utc(workflow.now())
+        return AuthorityContext(now, self._principal, self._session_epochs())
 
     def _session_epochs(self) -> dict[str, int]:
         notice = self._registry.notice
         return dict(notice.session_epochs) if notice is not None else {}
 
-    async def _after_accept(self, outcome: Outcome) -> None:
+    def _after_accept(self, outcome: Outcome) -> None:
         self._events_this_run.extend(outcome.events)
-        self._refresh_visibility()
+        self._visibility_stale = True
+        if any(e["kind"].startswith("mission.") for e in outcome.events):
+            self._headline = None
         touched = {e["workItemId"] for e in outcome.events if "workItemId" in e}
         for work_item_id in sorted(touched):
-            await self._notify_work_item(work_item_id)
+            if work_item_id in self._syncing:
+                self._resync.add(work_item_id)
+            else:
+                self._syncing.add(work_item_id)
+                self._sync_tasks.add(asyncio.create_task(self._sync_work_item(work_item_id)))
 
     # --- WorkItem children and their timers ------------------------------------------------
+
+    async def _sync_work_item(self, work_item_id: str) -> None:
+        """Bring the item's child up to its newest state (starting it first), then, if the
+        item ended and this run started the child, wait for the child's completion."""
+        try:
+            while True:
+                await self._notify_work_item(work_item_id)
+                if work_item_id not in self._resync:
+                    break
+                self._resync.discard(work_item_id)
+            child = self._started_this_run.get(work_item_id)
+            state = self._authority.work_item_search_attributes(work_item_id)["WorkItemState"]
+            if child is not None and state in TERMINAL_STATES:
+                # Its completion is reported to this run: let it arrive before continue-as-new,
+                # which the server refuses while an Event is arriving (the retried workflow
+                # task then replays the whole run).
+                del self._started_this_run[work_item_id]
+                try:
+                    await child
+                except Exception:
+                    workflow.logger.warning("WorkItem %s child ended abnormally", work_item_id)
+        except Exception as exc:  # raised by the run loop (eviction and cancellation pass)
+            self._sync_failure = exc
+        finally:
+            self._syncing.discard(work_item_id)
+            task = asyncio.current_task()
+            if task is not None:
+                self._sync_tasks.discard(task)
 
     async def _notify_work_item(self, work_item_id: str) -> None:
         mission_id = self._authority.mission_id
@@ -177,23 +300,29 @@ class MissionWorkflow:
         timers = [t.__dict__ for t in self._authority.work_item_timers(work_item_id)]
         attributes = self._authority.work_item_search_attributes(work_item_id)
         if work_item_id not in self._children:
-            self._children.add(work_item_id)
-            await workflow.start_child_workflow(
-                WorkItemWorkflow.run,
-                WorkItemInput(
-                    mission_workflow_id=workflow.info().workflow_id,
-                    mission_id=mission_id,
-                    work_item_id=work_item_id,
-                    view=view,
-                    timers=timers,
-                    search_attributes=attributes,
-                ),
-                id=child_id,
-                task_queue=AUTHORITY_TASK_QUEUE,
-                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                static_summary=f"WorkItem {work_item_id}",
+            child_input = WorkItemInput(
+                mission_workflow_id=workflow.info().workflow_id,
+                mission_id=mission_id,
+                work_item_id=work_item_id,
+                view=view,
+                timers=timers,
+                search_attributes=attributes,
             )
-            return
+            try:
+                child = await workflow.start_child_workflow(
+                    WorkItemWorkflow.run,
+                    child_input,
+                    id=child_id,
+                    task_queue=AUTHORITY_TASK_QUEUE,
+                    parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                    static_summary=f"WorkItem {work_item_id}",
+                )
+            except WorkflowAlreadyStartedError:
+                self._children.add(work_item_id)  # it runs already: send it the state instead
+            else:
+                self._children.add(work_item_id)
+                self._started_this_run[work_item_id] = child
+                return
         handle = workflow.get_external_workflow_handle(child_id)
         try:
             await handle.signal(
@@ -208,14 +337,11 @@ class MissionWorkflow:
     def timer_fired(self, report: TimerReport) -> None:
         self._pending_timers.append(report)
 
-    async def _apply_timer(self, report: TimerReport) -> None:
-        context = AuthorityContext(
-            format_utc(workflow.now()), self._principal, self._session_epochs()
-        )
+    def _apply_timer(self, report: TimerReport) -> None:
         timer = TimerFired(report.work_item_id, report.kind, report.token)  # type: ignore[arg-type]
-        outcome = self._authority.fire(timer, context)
+        outcome = self._authority.fire(timer, self._context())
         if outcome is not None:
-            await self._after_accept(outcome)
+            self._after_accept(outcome)
 
     # --- Organization services -------------------------------------------------------------
 
@@ -225,18 +351,30 @@ class MissionWorkflow:
 
     # --- visibility ------------------------------------------------------------------------
 
+    async def _publish_visibility(self) -> None:
+        """Refresh the visibility after the Commands of a workflow task (not after each)."""
+        while True:
+            await workflow.wait_condition(lambda: self._visibility_stale)
+            self._visibility_stale = False
+            self._refresh_visibility()
+
     def _refresh_visibility(self) -> None:
         attributes = self._authority.search_attributes()
-        workflow.upsert_search_attributes(
-            [
-                MISSION_ID.value_set(attributes["MissionId"]),
-                GROUP_ID.value_set(attributes["GroupId"]),
-                MISSION_STATE.value_set(attributes["MissionState"]),
-            ]
-        )
-        view = self._authority.mission_view()
+        if attributes != self._published:
+            self._published = attributes
+            workflow.upsert_search_attributes(
+                [
+                    MISSION_ID.value_set(attributes["MissionId"]),
+                    GROUP_ID.value_set(attributes["GroupId"]),
+                    MISSION_STATE.value_set(attributes["MissionState"]),
+                ]
+            )
+        if self._headline is None:
+            view = self._authority.mission_view()
+            self._headline = (view.get("state"), view.get("revision"))
+        state, revision = self._headline
         workflow.set_current_details(
-            f"**{view.get('state')}** · revision {view.get('revision')} · "
+            f"**{state}** · revision {revision} · "
             f"sequence {self._authority.sequence} · {len(self._authority.work_item_ids())} "
             f"WorkItems · run {self._input.run_number}"
         )
