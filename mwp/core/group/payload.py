@@ -6,7 +6,7 @@ The Command schema leaves ``payload`` free-form; the payload of each kind is def
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from mwp.core.group.rejection import invalid
@@ -105,29 +105,24 @@ class Payload:
         return items
 
     def id_list(self, name: str, *, min_items: int = 0, default: bool = False) -> list[str]:
-        if default and name not in self._data:
-            return []
-        value = self.raw(name)
-        if (
-            not isinstance(value, list)
-            or len(value) < min_items
-            or not all(isinstance(v, str) and is_identifier(v) for v in value)
-            or len(set(value)) != len(value)
-        ):
-            self._fail(name, f"must be an array of at least {min_items} unique identifiers")
-        return list(value)
+        return self._unique_list(name, is_identifier, "identifiers", min_items, default)
 
     def sha256_list(self, name: str, *, min_items: int = 0, default: bool = False) -> list[str]:
+        return self._unique_list(name, is_sha256_ref, "sha256 hashes", min_items, default)
+
+    def _unique_list(
+        self, name: str, valid: Callable[[str], bool], noun: str, min_items: int, default: bool
+    ) -> list[str]:
         if default and name not in self._data:
             return []
         value = self.raw(name)
         if (
             not isinstance(value, list)
             or len(value) < min_items
-            or not all(isinstance(v, str) and is_sha256_ref(v) for v in value)
+            or not all(isinstance(v, str) and valid(v) for v in value)
             or len(set(value)) != len(value)
         ):
-            self._fail(name, f"must be an array of at least {min_items} unique sha256 hashes")
+            self._fail(name, f"must be an array of at least {min_items} unique {noun}")
         return list(value)
 
     def text_list(self, name: str, *, max_length: int = 2000) -> list[str]:
