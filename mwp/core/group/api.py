@@ -113,6 +113,18 @@ class TimerRequest:
 
 
 @dataclass(frozen=True)
+class ChildSettled:
+    """A child Mission reached a terminal state; its parent Group records the outcome."""
+
+    child_mission_id: str
+    state: Literal["approved", "cancelled", "failed"]
+    event_id: str  # the child Group's Event that settled it: the parent Event's cause
+    actor: dict[str, str]  # who settled it (the child's approver, canceller or terminator)
+    approval: dict[str, Any] | None = None  # the child Approval, when approved
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class TimerFired:
     work_item_id: str
     kind: TimerKind

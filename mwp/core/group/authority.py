@@ -12,8 +12,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
+from mwp.core.group import child_mission
 from mwp.core.group.api import (
     AuthorityContext,
+    ChildSettled,
     Envelope,
     Outcome,
     Receipt,
@@ -154,6 +156,97 @@ class GroupAuthority:
         )
         receipt = _receipt(cause_id, ctx.authority.id, "", state.group_id, entry)
         return Outcome(receipt, tuple(events))
+
+    # --- child Missions (spec 14) -----------------------------------------------------------
+
+    def found_child(self, parent_event: Mapping[str, Any], ctx: AuthorityContext) -> Outcome | None:
+        """Open this (empty) Group as the child Mission a parent's ``mission.child.created``
+        Event describes; None if it is open already (founding is idempotent)."""
+        state = self._state
+        parent_event_id = parent_event["eventId"]
+        actor = parent_event["actor"]
+        child = parent_event["payload"]["childMission"]
+        if state.mission is not None:
+            if state.mission.mission_id != child["missionId"]:
+                raise MwpError(ErrorCode.INVALID_COMMAND, "this Group holds another Mission")
+            return None
+        drafts = Drafts(1)
+        child_mission.found_child(parent_event, ctx.now, drafts)
+        events = self._apply(
+            drafts,
+            group_id=child["groupId"],
+            actor=actor,
+            cause={"type": "event", "id": parent_event_id},
+            correlation_id=parent_event["correlationId"],
+            command_hash=None,
+            ctx=ctx,
+        )
+        return self._event_outcome(parent_event_id, actor["id"], events, ctx)
+
+    def settle_child(self, report: ChildSettled, ctx: AuthorityContext) -> Outcome | None:
+        """Record a child Mission's outcome on the WorkItem waiting for it; None when no item
+        waits for it any more (already recorded, or the item ended first)."""
+        state = self._state
+        item = child_mission.child_item(state, report.child_mission_id)
+        if item is None or state.mission is None or state.mission.state != "active":
+            return None
+        drafts = Drafts(state.sequence + 1)
+        child_mission.settle_child(state, item, report, drafts)
+        events = self._apply(
+            drafts,
+            group_id=state.group_id,
+            actor=report.actor,
+            cause={"type": "event", "id": report.event_id},
+            correlation_id=item.work_item_id,
+            command_hash=None,
+            ctx=ctx,
+        )
+        return self._event_outcome(report.event_id, report.actor["id"], events, ctx)
+
+    def abandoned_children(self, events: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+        """(child Mission ID, Event ID) for each child whose parent WorkItem these Events ended
+        before the child settled: the shell cancels those children (parent propagation)."""
+        found = []
+        for event in events:
+            if event["kind"] not in ("work.failed", "work.cancelled"):
+                continue
+            item = self._state.work_items.get(event.get("workItemId", ""))
+            link = item.child_mission if item is not None else None
+            if link is not None and link["status"] == child_mission.ABANDONED:
+                found.append((link["missionId"], event["eventId"]))
+        return found
+
+    def close_for_parent(self, parent_event_id: str, ctx: AuthorityContext) -> Outcome | None:
+        """Cancel this child Mission because its parent WorkItem ended (spec 7.1: parent
+        cancellation propagates); None when it is already terminal."""
+        state = self._state
+        mission = state.mission
+        if mission is None or mission.terminal:
+            return None
+        drafts = Drafts(state.sequence + 1)
+        child_mission.close_for_parent(state, drafts)
+        events = self._apply(
+            drafts,
+            group_id=state.group_id,
+            actor=ctx.authority.to_json(),
+            cause={"type": "event", "id": parent_event_id},
+            correlation_id=mission.mission_id,
+            command_hash=None,
+            ctx=ctx,
+        )
+        return self._event_outcome(parent_event_id, ctx.authority.id, events, ctx)
+
+    def _event_outcome(
+        self, cause_id: str, actor_id: str, events: list[Json], ctx: AuthorityContext
+    ) -> Outcome:
+        entry = ReceiptEntry(
+            "",
+            events[0]["sequence"],
+            events[-1]["sequence"],
+            events[-1]["aggregateRevision"],
+            ctx.now,
+        )
+        return Outcome(_receipt(cause_id, actor_id, "", self._state.group_id, entry), tuple(events))
 
     # --- applying ---------------------------------------------------------------------------
 

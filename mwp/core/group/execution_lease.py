@@ -54,6 +54,8 @@ from mwp.core.group.work_item_state import (
     get_item,
     has_live_owner,
     release_ownership,
+    running_child,
+    settle_link,
     touch,
 )
 from mwp.core.values import is_identifier, is_sha256_ref
@@ -271,6 +273,10 @@ def _decide_unblock(
     item = get_item(state, cmd)
     if item.state != "blocked":
         bad_transition("WorkItem", item.state, cmd.kind)
+    if running_child(item) is not None:
+        bad_transition(
+            "WorkItem", item.state, cmd.kind, reason="it waits for its linked child Mission"
+        )
     if _acts_as_owner(cmd):
         require_owner(item, cmd)
         if item.blocked_lease is None or reached(ctx.now, item.blocked_lease.expires_at):
@@ -439,6 +445,9 @@ def _evolve_checkpointed(state: GroupState, event: Json) -> None:
 def _evolve_blocked(state: GroupState, event: Json) -> None:
     item = _item(state, event)
     payload = event["payload"]
+    if "childState" in payload:  # its child Mission failed: the item stays blocked, unowned
+        settle_link(item, event)
+        return
     doc = payload["blockedLease"]
     item.execution_lease = None
     item.blocked_lease = BlockedLease(

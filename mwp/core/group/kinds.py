@@ -7,6 +7,7 @@ from typing import Any
 
 from mwp.core.group import (
     approval,
+    child_mission,
     conversation,
     coordinator_lease,
     delegation,
@@ -29,6 +30,7 @@ _MODULES = (
     work_item,
     approval,
     execution_lease,
+    child_mission,
 )
 
 RULES: dict[str, CommandRule] = {rule.kind: rule for m in _MODULES for rule in m.RULES}

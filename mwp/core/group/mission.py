@@ -37,6 +37,7 @@ from mwp.core.group.rules import CommandRule, by_agent
 from mwp.core.group.state import (
     UNFINISHED_WORK_STATES,
     Conversation,
+    CoordinatorLease,
     GroupState,
     Mission,
     MissionSubmission,
@@ -69,6 +70,8 @@ def mission_document(state: GroupState) -> Json:
     }
     if m.follow_up_to is not None:
         doc["followUpToMissionId"] = m.follow_up_to
+    if m.parent is not None:
+        doc["parent"] = m.parent
     return doc
 
 
@@ -153,38 +156,67 @@ def _decide_create(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
     }
     if follow_up_to is not None:
         mission_doc["followUpToMissionId"] = follow_up_to
+    kind = "mission.created" if follow_up_to is None else "mission.follow_up.created"
+    found_group(
+        drafts,
+        kind,
+        validated_mission(mission_doc),
+        lease,
+        title=p.opt_text("title", max_length=500),
+        now=ctx.now,
+        reason=cmd.kind,
+    )
+
+
+def validated_mission(mission_doc: Json) -> Json:
+    """The Mission document as mission.schema.json normalizes it, or INVALID_COMMAND."""
     try:
         model = validate_document("mission.schema.json", mission_doc)
     except DocumentInvalid as exc:
         invalid(f"the Mission is invalid: {exc.reason}", reason=exc.reason)
-    mission_doc = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
-    criteria = [c["criterionId"] for c in mission_doc["definitionOfDone"]]
+    doc = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    criteria = [c["criterionId"] for c in doc["definitionOfDone"]]
     if len(set(criteria)) != len(criteria):
         invalid("definitionOfDone criterion IDs must be unique")
+    return doc
+
+
+def found_group(
+    drafts: Drafts,
+    kind: str,
+    mission_doc: Json,
+    lease: CoordinatorLease,
+    *,
+    title: str | None,
+    now: str,
+    reason: str,
+    extra: Json | None = None,
+) -> None:
+    """The Events that bring a Group into existence: its Mission with the main Conversation
+    and Coordinator lease, then the MissionOwner's and the Coordinator's Memberships."""
+    group_id, mission_id = mission_doc["groupId"], mission_doc["missionId"]
+    owner = mission_doc["missionOwner"]
     conversation = Conversation(
         conversation_id=main_conversation_id(group_id),
         type="group",
-        title=p.opt_text("title", max_length=500) or "Mission planning",
-        created_by=cmd.actor,
-        created_at=ctx.now,
+        title=title or "Mission planning",
+        created_by=owner,
+        created_at=now,
     )
     # Documents are built before the Group exists, so give them its identity explicitly.
     scratch = GroupState(group_id=group_id)
-    scratch.mission = Mission(mission_id, 0, "", [], cmd.actor, "", {}, "", {}, "", None, "", "")
+    scratch.mission = Mission(mission_id, 0, "", [], owner, "", {}, "", {}, "", None, "", "")
     payload = {
         "mission": mission_doc,
         "mainConversation": conversation_document(scratch, conversation),
         **lease_payload(scratch, lease),
+        **(extra or {}),
     }
-    kind = "mission.created" if follow_up_to is None else "mission.follow_up.created"
     drafts.add(kind, ("mission", mission_id), payload)
-    for member, role in (
-        (cmd.actor, "mission_owner"),
-        (_agent(coordinator_id), "coordinator"),
-    ):
-        doc = grant(scratch, member, role, now=ctx.now, sequence=drafts.next_sequence)
+    for member, role in ((owner, "mission_owner"), (_agent(lease.agent_id), "coordinator")):
+        doc = grant(scratch, member, role, now=now, sequence=drafts.next_sequence)
         assert doc is not None
-        add_grant(drafts, doc, cmd.kind)
+        add_grant(drafts, doc, reason)
 
 
 def _agent(agent_id: str) -> Json:
@@ -250,7 +282,7 @@ def _decision(
         comments = p.text("reason", max_length=10000)
     approval: Json = {
         "approvalId": derive_id(state.group_id, "approval", drafts.next_sequence),
-        "kind": "mission_final",
+        "kind": "child_mission" if mission.parent is not None else "mission_final",
         "decision": decision,
         "missionId": mission.mission_id,
         "groupId": state.group_id,
@@ -293,9 +325,15 @@ def _close(cmd: Incoming, state: GroupState, drafts: Drafts, work_kind: str, kin
     assert mission is not None
     if mission.terminal:
         bad_transition("Mission", mission.state, cmd.kind)
-    reason = cmd.payload.opt_text("reason") or cmd.kind
+    close_drafts(state, drafts, work_kind, kind, cmd.payload.opt_text("reason") or cmd.kind)
+
+
+def close_drafts(state: GroupState, drafts: Drafts, work_kind: str, kind: str, reason: str) -> None:
+    """End the Mission; its terminal state propagates to every unfinished WorkItem (spec
+    10.2, last row)."""
+    mission = state.mission
+    assert mission is not None
     closed = []
-    # A terminal Mission state propagates to every unfinished WorkItem (spec 10.2, last row).
     for item in state.work_items.values():
         if item.state in UNFINISHED_WORK_STATES:
             closed.append(item.work_item_id)
@@ -347,6 +385,7 @@ def _evolve_created(state: GroupState, event: Json) -> None:
         follow_up_to=doc.get("followUpToMissionId"),
         main_conversation_id=conversation["conversationId"],
         updated_at=event["occurredAt"],
+        parent=doc.get("parent"),
     )
     state.conversations[conversation["conversationId"]] = conversation_from_document(conversation)
     state.coordinator = lease_from_payload(payload, 1)

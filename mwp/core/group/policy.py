@@ -34,6 +34,10 @@ MESSAGE_WINDOW: Final = 1_000
 # its target WorkItem (spec 9.1, 20). A grant asking for more is refused when issued.
 MAX_DELEGATION_DEPTH: Final = 8
 
+# Organization policy: the default maximum depth of the parent-child Mission graph (spec 14).
+# Deeper children are refused (explicit approval beyond it is not implemented).
+MAX_CHILD_MISSION_DEPTH: Final = 4
+
 DEFAULT_SCOPES: Final[dict[str, tuple[str, ...]]] = {
     "mission_owner": ("mission.own",),
     "coordinator": ("mission.coordinate",),

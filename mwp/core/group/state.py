@@ -77,6 +77,8 @@ class Mission:
     submission: MissionSubmission | None = None
     approval: Json | None = None  # the last final-approval decision (approved or changes)
     closing_reason: str | None = None
+    # A child Mission's link to its parent: {missionId, workItemId, depth} (spec 14).
+    parent: Json | None = None
 
     @property
     def terminal(self) -> bool:
@@ -101,6 +103,7 @@ class Mission:
                 "submission": self.submission.to_json() if self.submission else None,
                 "approval": self.approval,
                 "closingReason": self.closing_reason,
+                "parent": self.parent,
             }
         )
 
@@ -124,6 +127,7 @@ class Mission:
             MissionSubmission.from_json(submission) if submission else None,
             _opt(data, "approval"),
             _opt(data, "closingReason"),
+            _opt(data, "parent"),
         )
 
 
@@ -471,6 +475,9 @@ class WorkItem:
     failure: Json | None = None
     cancellation: Json | None = None
     parent_work_item_id: str | None = None  # the explicit parent link (spec 9.1)
+    # The child Mission this item was promoted to (spec 14): {missionId, groupId,
+    # failurePolicy, status, createdAt}; status is "running" until the child settles.
+    child_mission: Json | None = None
 
     @property
     def contract_version(self) -> int:
@@ -509,6 +516,7 @@ class WorkItem:
                 "failure": self.failure,
                 "cancellation": self.cancellation,
                 "parentWorkItemId": self.parent_work_item_id,
+                "childMission": self.child_mission,
             }
         )
 
@@ -544,6 +552,7 @@ class WorkItem:
             failure=_opt(data, "failure"),
             cancellation=_opt(data, "cancellation"),
             parent_work_item_id=_opt(data, "parentWorkItemId"),
+            child_mission=_opt(data, "childMission"),
         )
 
 

@@ -54,6 +54,7 @@ WORK_ITEM_VIEW_EXTRAS = frozenset(
         "cancellation",
         "proposalId",
         "parentWorkItemId",
+        "childMission",
     }
 )
 
@@ -216,6 +217,7 @@ def work_item_view(state: GroupState, item: WorkItem) -> Json:
         "pendingDependencies": unsatisfied(state, item),
         "proposalId": item.proposal_id,
         "parentWorkItemId": item.parent_work_item_id,
+        "childMission": item.child_mission,
         "checkpoint": item.checkpoint,
         "result": item.result,
         "failure": item.failure,

@@ -67,10 +67,12 @@ from mwp.core.group.work_contract import (
     selection_basis,
 )
 from mwp.core.group.work_item_state import (
+    abandon_or_settle,
     active_mission,
     get_item,
     has_live_owner,
     release_ownership,
+    settle_link,
     touch,
     withdraw_pending_offers,
 )
@@ -589,6 +591,17 @@ def _evolve_offer_accepted(state: GroupState, event: Json) -> None:
 
 def _evolve_result_accepted(state: GroupState, event: Json) -> None:
     item = _item(state, event)
+    approval = event["payload"].get("childApproval")
+    if approval is not None:
+        # The approved child result becomes the item's Evidence and Artifacts (spec 14).
+        settle_link(item, event)
+        item.submission = {
+            "artifactHashes": approval["artifactHashes"],
+            "evidenceIds": [approval["approvalId"]],
+            "evidence": [],  # the child Approval itself is the Evidence (result.childApproval)
+            "childMissionId": event["payload"]["childMissionId"],
+            "submittedAt": event["occurredAt"],
+        }
     item.result = {
         "acceptedBy": event["actor"],
         "acceptedAt": event["occurredAt"],
@@ -599,6 +612,7 @@ def _evolve_result_accepted(state: GroupState, event: Json) -> None:
 
 def _evolve_failed(state: GroupState, event: Json) -> None:
     item = _item(state, event)
+    abandon_or_settle(item, event)
     release_ownership(item)
     withdraw_pending_offers(item)
     item.failure = {"failedAt": event["occurredAt"], **event["payload"]}
@@ -607,6 +621,7 @@ def _evolve_failed(state: GroupState, event: Json) -> None:
 
 def _evolve_cancelled(state: GroupState, event: Json) -> None:
     item = _item(state, event)
+    abandon_or_settle(item, event)
     release_ownership(item)
     withdraw_pending_offers(item)
     item.cancellation = {"cancelledAt": event["occurredAt"], **event["payload"]}

@@ -79,3 +79,32 @@ def has_live_owner(item: WorkItem, now: str) -> bool:
         return False
     deadline = expiry_of(item)
     return deadline is None or not reached(now, deadline[0])
+
+
+# --- the link to a child Mission (spec 14; see child_mission.py) ---------------------------------
+
+RUNNING = "running"
+ABANDONED = "abandoned"  # the parent item ended first: the child is cancelled by propagation
+
+
+def running_child(item: WorkItem) -> str | None:
+    """The ID of the child Mission the item waits for, if one runs."""
+    link = item.child_mission
+    return link["missionId"] if link is not None and link["status"] == RUNNING else None
+
+
+def settle_link(item: WorkItem, event: dict[str, Any]) -> None:
+    """A child's outcome Event ends the item's wait for it."""
+    if item.child_mission is not None:
+        item.child_mission = {**item.child_mission, "status": event["payload"]["childState"]}
+
+
+def abandon_or_settle(item: WorkItem, event: dict[str, Any]) -> None:
+    """The item failed or was cancelled: by its child's outcome, or first (abandoning it)."""
+    if running_child(item) is None:
+        return
+    if "childState" in event["payload"]:
+        settle_link(item, event)
+    else:
+        assert item.child_mission is not None
+        item.child_mission = {**item.child_mission, "status": ABANDONED}

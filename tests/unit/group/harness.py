@@ -50,6 +50,7 @@ _COORDINATOR_KINDS = frozenset(
     {
         "mission.renew_coordinator",
         "mission.submit_for_approval",
+        "mission.create_child",
         "mission.terminate",
         "work.authorize",
         "work.offer",
@@ -188,8 +189,9 @@ def assert_valid_event(event: dict[str, Any]) -> None:
 class Harness:
     """One Group Authority, a clock, Session Epochs and Command builders."""
 
-    def __init__(self, authority: GroupAuthority | None = None) -> None:
+    def __init__(self, authority: GroupAuthority | None = None, group_id: str = GROUP) -> None:
         self.authority = authority or GroupAuthority()
+        self.group_id = group_id
         self.now = T0
         self.sessions: dict[str, int] = {p.id: 1 for p in (COORD, COORD2, W1, W2, W3, DELEGATE)}
         self.approved_missions: dict[str, str] = {}
@@ -230,7 +232,7 @@ class Harness:
             "protocolVersion": "0.1",
             "actionId": f"urn:uuid:00000000-0000-4000-8000-{next(self._ids):012d}",
             "actor": actor.to_json(),
-            "groupId": GROUP,
+            "groupId": self.group_id,
             "kind": kind,
             "correlationId": "urn:example:correlation:one",
             "issuedAt": self.now,

@@ -29,6 +29,7 @@ from tests.unit.group.harness import (
     progress,
     selection_basis,
 )
+from tests.unit.group.test_child_missions import Family
 
 TEXT = {"content": [{"type": "text", "text": "Status."}]}
 
@@ -148,6 +149,8 @@ def test_every_event_kind_is_emitted_and_schema_valid() -> None:
     for other in (cancelled, terminated):
         seen |= {e["kind"] for e in other.events}
     seen |= {e["kind"] for e in _follow_up_events()}
+    family = Family()
+    seen |= {e["kind"] for e in family.parent.events + family.child.events}
     assert seen == set(EVENT_KINDS)
 
 
