@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from typing import Any
 
 
@@ -87,7 +88,13 @@ _ESCAPES = {
 }
 
 
+# Strings with nothing to escape and no surrogate (nearly all of them) are copied as they are.
+_PLAIN_STRING = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*')
+
+
 def _string(text: str) -> str:
+    if _PLAIN_STRING.fullmatch(text):
+        return f'"{text}"'
     out = ['"']
     for char in text:
         code = ord(char)
