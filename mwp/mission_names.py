@@ -20,6 +20,8 @@ class MissionInput:
     registry_notice: dict[str, Any] | None = None  # the newest RegistryNotice, as JSON
     updates_per_run: int = DEFAULT_UPDATES_PER_RUN
     run_number: int = 1
+    # A child Mission's first run: the parent Group's ``mission.child.created`` Event.
+    founding: dict[str, Any] | None = None
 
 
 @dataclass

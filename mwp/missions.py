@@ -44,6 +44,7 @@ COORDINATOR_KINDS = frozenset(
     {
         "mission.renew_coordinator",
         "mission.submit_for_approval",
+        "mission.create_child",
         "mission.terminate",
         "membership.change",
         "membership.end",
@@ -147,6 +148,48 @@ class MissionHandle:
     def work_item_workflow_id(self, work_item_id: str) -> str:
         return work_item_workflow_id(self.mission_id, work_item_id)
 
+    async def create_child(
+        self,
+        coordinator: Identity,
+        work_item_id: str,
+        *,
+        session_epoch: int,
+        objective: str,
+        child_coordinator_agent_id: str,
+        definition_of_done: Sequence[Mapping[str, Any]],
+        budget: Mapping[str, Any],
+        deadline: str,
+        failure_policy: str = "block",
+        child_mission_id: str | None = None,
+        child_group_id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> tuple[MissionHandle, dict[str, Any]]:
+        """``mission.create_child`` by this Mission's Coordinator: promotes ``work_item_id`` to
+        a child Mission with its own Group (started by the Authority); the Coordinator becomes
+        the child's MissionOwner. The child's approval later verifies the WorkItem."""
+        child_mission_id = child_mission_id or new_id()
+        child_group_id = child_group_id or new_id()
+        payload = {
+            "childMissionId": child_mission_id,
+            "childGroupId": child_group_id,
+            "objective": objective,
+            "definitionOfDone": list(definition_of_done),
+            "budget": dict(budget),
+            "deadline": deadline,
+            "coordinatorAgentId": child_coordinator_agent_id,
+            "failurePolicy": failure_policy,
+            **(extra or {}),
+        }
+        result = await self.send(
+            coordinator,
+            "mission.create_child",
+            payload,
+            session_epoch=session_epoch,
+            work_item_id=work_item_id,
+            as_coordinator=True,
+        )
+        return MissionHandle(self.client, child_mission_id, child_group_id), result
+
 
 class MissionClient:
     """Missions of one Organization."""
@@ -178,9 +221,13 @@ class MissionClient:
         deadline: str,
         mission_id: str | None = None,
         group_id: str | None = None,
+        follow_up_to: str | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> tuple[MissionHandle, dict[str, Any]]:
-        """``mission.create`` by the human ``owner``: starts the Mission's Group Authority."""
+        """``mission.create`` by the human ``owner``: starts the Mission's Group Authority.
+
+        With ``follow_up_to`` it is ``mission.create_follow_up``, linked to that approved
+        Mission of the same owner (corrections and remediation, spec 7.1)."""
         if owner.principal.type != "human":
             raise ClientError("a root Mission's MissionOwner is a human")
         mission_id = mission_id or new_id()
@@ -194,7 +241,10 @@ class MissionClient:
             "coordinatorAgentId": coordinator_agent_id,
             **(extra or {}),
         }
-        command = owner.command("mission.create", payload, group_id=group_id)
+        kind = "mission.create"
+        if follow_up_to is not None:
+            kind, payload["followUpToMissionId"] = "mission.create_follow_up", follow_up_to
+        command = owner.command(kind, payload, group_id=group_id)
         result = await self.create_signed(command)
         return self.mission(mission_id, group_id), result
 

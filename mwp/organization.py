@@ -115,6 +115,8 @@ QUERY_VIEW = "organization_view"
 SIGNAL_SUBSCRIBE = "subscribe_registry"
 SIGNAL_UNSUBSCRIBE = "unsubscribe_registry"
 SIGNAL_REGISTRY_CHANGED = "registry_changed"  # sent by the registry to each subscriber
+# Sent by a Group Authority when its root Mission is approved: follow-ups may link to it.
+SIGNAL_MISSION_APPROVED = "mission_approved"
 
 _WORKFLOW_ID_SAFE = re.compile(r"[^A-Za-z0-9._:@-]")
 _COMMAND_SCOPE_MEMBERS = ("groupId", "sessionEpoch", "membershipEpoch", "coordinatorEpoch")
@@ -142,6 +144,8 @@ class RegistryNotice:
     revision: int
     evidence: dict[str, Any]  # RegistryEvidence JSON, complete for stage 4
     session_epochs: dict[str, int]
+    # Approved root Missions: Mission ID -> its human MissionOwner's ID (for follow-ups).
+    approved_missions: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -149,6 +153,7 @@ class RegistryNotice:
             "revision": self.revision,
             "evidence": self.evidence,
             "sessionEpochs": dict(self.session_epochs),
+            "approvedMissions": dict(self.approved_missions),
         }
 
     @classmethod
@@ -158,6 +163,7 @@ class RegistryNotice:
             int(value["revision"]),
             dict(value["evidence"]),
             {str(k): int(v) for k, v in value["sessionEpochs"].items()},
+            {str(k): str(v) for k, v in value.get("approvedMissions", {}).items()},
         )
 
 
@@ -266,6 +272,7 @@ class OrganizationRegistry:
         revision: int = 1,
         recent_actions: Mapping[tuple[str, str], RecentAction] | None = None,
         freshness: FreshnessWindow = DEFAULT_FRESHNESS,
+        approved_missions: Mapping[str, str] | None = None,
     ) -> None:
         self.organization_id = organization_id
         self.registry_service_id = registry_service_id
@@ -276,6 +283,7 @@ class OrganizationRegistry:
         self.revision = revision
         self.recent_actions: dict[tuple[str, str], RecentAction] = dict(recent_actions or {})
         self.freshness = freshness
+        self.approved_missions: dict[str, str] = dict(approved_missions or {})
 
     @classmethod
     def bootstrap(
@@ -312,8 +320,21 @@ class OrganizationRegistry:
 
     def notice(self) -> RegistryNotice:
         return RegistryNotice(
-            self.organization_id, self.revision, self.evidence_json(), dict(self.session_epochs)
+            self.organization_id,
+            self.revision,
+            self.evidence_json(),
+            dict(self.session_epochs),
+            dict(self.approved_missions),
         )
+
+    def record_approved_mission(self, mission_id: str, owner_id: str) -> bool:
+        """A Group Authority reports its root Mission approved; True if that is news (a new
+        revision goes out to the subscribers, so a follow-up can link to it anywhere)."""
+        if self.approved_missions.get(mission_id) == owner_id:
+            return False
+        self.approved_missions[mission_id] = owner_id
+        self.revision += 1
+        return True
 
     # --- decisions --------------------------------------------------------------------------
 
@@ -626,6 +647,7 @@ class OrganizationRegistry:
                 "maxAgeSeconds": self.freshness.max_age_seconds,
                 "maxSkewSeconds": self.freshness.max_skew_seconds,
             },
+            "approvedMissions": self.approved_missions,
         }
 
     @classmethod
@@ -646,6 +668,7 @@ class OrganizationRegistry:
                 for a in value["recentActions"]
             },
             freshness=FreshnessWindow(freshness["maxAgeSeconds"], freshness["maxSkewSeconds"]),
+            approved_missions=value.get("approvedMissions", {}),
         )
 
 

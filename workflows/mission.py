@@ -37,13 +37,25 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 with workflow.unsafe.imports_passed_through():
     from mwp.core.errors import ErrorCode, MwpError
     from mwp.core.group import GroupAuthority
-    from mwp.core.group.api import AuthorityContext, Envelope, Outcome, TimerFired
+    from mwp.core.group.api import (
+        AuthorityContext,
+        ChildSettled,
+        Envelope,
+        Outcome,
+        TimerFired,
+    )
     from mwp.core.jcs import canonicalize, sha256_ref
     from mwp.core.registry import Principal
     from mwp.core.signed_document import verify
     from mwp.core.values import format_utc
-    from mwp.mission_names import MissionInput, TimerReport, work_item_workflow_id
+    from mwp.mission_names import (
+        MissionInput,
+        TimerReport,
+        mission_workflow_id,
+        work_item_workflow_id,
+    )
     from mwp.organization import (
+        SIGNAL_MISSION_APPROVED,
         SIGNAL_REGISTRY_CHANGED,
         SIGNAL_SUBSCRIBE,
         RegistrySubscription,
@@ -112,6 +124,15 @@ class MissionWorkflow:
         self._rolling_over = False  # continue-as-new is due: new Commands get BACKPRESSURE
         # The validator's verification (wire, Registry revision, Envelope) for its handler.
         self._admitted: tuple[str, int, Envelope] | None = None
+        # Child Missions (spec 14): outcomes reported by children, closures by the parent,
+        # and the starts and reports this workflow sends, awaited before continue-as-new.
+        self._child_outcomes: list[ChildSettled] = []
+        self._parent_closures: list[str] = []
+        self._outbound: set[asyncio.Task[None]] = set()
+        if input.founding is not None and self._authority.mission_id == "":
+            founded = self._authority.found_child(input.founding, self._context())
+            if founded is not None:
+                self._after_accept(founded)
 
     # --- run loop --------------------------------------------------------------------------
 
@@ -125,32 +146,48 @@ class MissionWorkflow:
         while True:
             await workflow.wait_condition(
                 lambda: (
-                    bool(self._pending_timers)
-                    or self._should_continue_as_new()
-                    or self._failed(publisher)
+                    self._has_inbox() or self._should_continue_as_new() or self._failed(publisher)
                 )
             )
             self._raise_failure(publisher)
-            while self._pending_timers:
-                self._apply_timer(self._pending_timers.pop(0))
+            self._drain_inbox()
             if self._should_continue_as_new():
                 self._rolling_over = True
                 await workflow.wait_condition(
                     lambda: (
-                        bool(self._pending_timers)
+                        self._has_inbox()
                         or self._failed(publisher)
                         or (workflow.all_handlers_finished() and self._settled())
                     )
                 )
-                if self._pending_timers or self._failed(publisher):
+                if self._has_inbox() or self._failed(publisher):
                     # A timer report arrived meanwhile: the snapshot does not carry it and its
                     # child reports it only once, so record it first (or fail the task).
                     continue
                 workflow.continue_as_new(self._next_input())
 
+    def _has_inbox(self) -> bool:
+        return bool(self._pending_timers or self._child_outcomes or self._parent_closures)
+
+    def _drain_inbox(self) -> None:
+        """Record what timers, child Missions and the parent reported, in arrival order per
+        source."""
+        while self._pending_timers:
+            self._apply_timer(self._pending_timers.pop(0))
+        context = self._context
+        while self._child_outcomes:
+            outcome = self._authority.settle_child(self._child_outcomes.pop(0), context())
+            if outcome is not None:
+                self._after_accept(outcome)
+        while self._parent_closures:
+            outcome = self._authority.close_for_parent(self._parent_closures.pop(0), context())
+            if outcome is not None:
+                self._after_accept(outcome)
+
     def _settled(self) -> bool:
-        """No child signal or start in flight, no child completion due, visibility current."""
-        return not (self._syncing or self._visibility_stale)
+        """No child signal, start or report in flight, no child completion due, visibility
+        current."""
+        return not (self._syncing or self._outbound or self._visibility_stale)
 
     def _failed(self, publisher: asyncio.Task[None]) -> bool:
         return self._sync_failure is not None or publisher.done()
@@ -198,6 +235,7 @@ class MissionWorkflow:
         if not outcome.duplicate:
             self._updates_this_run += 1
             self._after_accept(outcome)
+            await self._report_root_approval(outcome)
         return {
             "receipt": outcome.receipt.to_json(),
             "events": list(outcome.events),
@@ -244,7 +282,9 @@ class MissionWorkflow:
 
     def _context(self) -> AuthorityContext:
         now = format_utc(workflow.now())
-        return AuthorityContext(now, self._principal, self._session_epochs())
+        notice = self._registry.notice
+        approved = dict(notice.approved_missions) if notice is not None else {}
+        return AuthorityContext(now, self._principal, self._session_epochs(), approved)
 
     def _session_epochs(self) -> dict[str, int]:
         notice = self._registry.notice
@@ -255,6 +295,7 @@ class MissionWorkflow:
         self._visibility_stale = True
         if any(e["kind"].startswith("mission.") for e in outcome.events):
             self._headline = None
+        self._link_missions(outcome)
         touched = {e["workItemId"] for e in outcome.events if "workItemId" in e}
         for work_item_id in sorted(touched):
             if work_item_id in self._syncing:
@@ -343,6 +384,93 @@ class MissionWorkflow:
         if outcome is not None:
             self._after_accept(outcome)
 
+    # --- child Missions (spec 14) ----------------------------------------------------------
+
+    def _link_missions(self, outcome: Outcome) -> None:
+        """Start the child Groups this Outcome created, cancel the ones it abandoned, and
+        report this child Mission's end to its parent."""
+        for event in outcome.events:
+            if event["kind"] == "mission.child.created" and "workItemId" in event:
+                self._send(self._start_child_mission(event))
+        for child_id, event_id in self._authority.abandoned_children(outcome.events):
+            self._send(self._signal_mission(child_id, "parent_closed", event_id))
+        parent = self._authority.mission_parent()
+        if parent is not None:
+            for event in outcome.events:
+                report = _child_report(self._authority.mission_id, event)
+                if report is not None:
+                    self._send(self._signal_mission(parent["missionId"], "child_settled", report))
+
+    def _send(self, coroutine: Any) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coroutine)
+        self._outbound.add(task)
+        task.add_done_callback(self._outbound.discard)
+
+    async def _start_child_mission(self, event: dict[str, Any]) -> None:
+        child = event["payload"]["childMission"]
+        child_input = MissionInput(
+            organization_id=self._input.organization_id,
+            authority=self._input.authority,
+            registry_notice=None,
+            updates_per_run=self._input.updates_per_run,
+            founding=event,
+        )
+        try:
+            await workflow.start_child_workflow(
+                MissionWorkflow.run,
+                child_input,
+                id=mission_workflow_id(child["missionId"]),
+                task_queue=AUTHORITY_TASK_QUEUE,
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                static_summary=f"child Mission {child['missionId']} of {event['workItemId']}",
+            )
+        except WorkflowAlreadyStartedError:
+            # Another workflow holds that Mission ID: the WorkItem stays blocked and the
+            # Coordinator sees no child; it can cancel or fail the item and replan.
+            workflow.logger.warning("child Mission %s already exists", child["missionId"])
+
+    async def _signal_mission(self, mission_id: str, signal: str, arg: Any) -> None:
+        handle = workflow.get_external_workflow_handle(mission_workflow_id(mission_id))
+        try:
+            await handle.signal(signal, arg)
+        except Exception:
+            # The other Group is gone for good; this Group's record stands either way.
+            workflow.logger.warning("signal %s to Mission %s failed", signal, mission_id)
+
+    @workflow.signal
+    def child_settled(self, report: dict[str, Any]) -> None:
+        self._child_outcomes.append(
+            ChildSettled(
+                report["childMissionId"],
+                report["state"],
+                report["eventId"],
+                report["actor"],
+                report.get("approval"),
+                report.get("reason"),
+            )
+        )
+
+    @workflow.signal
+    def parent_closed(self, event_id: str) -> None:
+        self._parent_closures.append(event_id)
+
+    async def _report_root_approval(self, outcome: Outcome) -> None:
+        """Tell the Organization a root Mission was approved before the receipt returns, so a
+        follow-up created right after can link to it."""
+        if self._authority.mission_parent() is not None:
+            return
+        for event in outcome.events:
+            if event["kind"] != "mission.approved":
+                continue
+            report = {"missionId": self._authority.mission_id, "ownerId": event["actor"]["id"]}
+            registry = organization_workflow_id(self._input.organization_id)
+            try:
+                await workflow.get_external_workflow_handle(registry).signal(
+                    SIGNAL_MISSION_APPROVED, report
+                )
+            except Exception:
+                workflow.logger.warning("the registry did not take the approval report")
+
     # --- Organization services -------------------------------------------------------------
 
     @workflow.signal(name=SIGNAL_REGISTRY_CHANGED)
@@ -399,3 +527,25 @@ class MissionWorkflow:
     def run_number(self) -> int:
         """Which run of this Group this is (1, then +1 per continue-as-new)."""
         return self._input.run_number
+
+
+_CHILD_END = {"mission.approved": "approved", "mission.cancelled": "cancelled"}
+
+
+def _child_report(mission_id: str, event: dict[str, Any]) -> dict[str, Any] | None:
+    """What a child Mission's terminal Event tells its parent Group, if it is one."""
+    kind = event["kind"]
+    state = _CHILD_END.get(kind, "failed" if kind == "mission.terminated" else None)
+    if state is None:
+        return None
+    report: dict[str, Any] = {
+        "childMissionId": mission_id,
+        "state": state,
+        "eventId": event["eventId"],
+        "actor": event["actor"],
+    }
+    if state == "approved":
+        report["approval"] = event["payload"]["approval"]
+    else:
+        report["reason"] = event["payload"].get("reason")
+    return report

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         QUERY_VIEW,
         REGISTRY_WORKFLOW_TYPE,
         SESSION_OPEN,
+        SIGNAL_MISSION_APPROVED,
         SIGNAL_REGISTRY_CHANGED,
         SIGNAL_SUBSCRIBE,
         SIGNAL_UNSUBSCRIBE,
@@ -176,6 +177,13 @@ class OrganizationRegistryWorkflow:
     @workflow.signal(name=SIGNAL_UNSUBSCRIBE)
     def unsubscribe(self, workflow_id: str) -> None:
         self._subscribers.pop(workflow_id, None)
+
+    @workflow.signal(name=SIGNAL_MISSION_APPROVED)
+    def mission_approved(self, report: dict[str, str]) -> None:
+        # Sent only by Group Authorities on the authority task queue, after the approval
+        # Event was accepted; the run loop delivers the new revision to every subscriber.
+        if self._registry.record_approved_mission(report["missionId"], report["ownerId"]):
+            self._show_details()
 
     # --- internals --------------------------------------------------------------------------
 

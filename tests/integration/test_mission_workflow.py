@@ -121,10 +121,16 @@ async def eventually_timers(rig: MissionRig, item: WorkItemRef, expected: list[A
     """The child holds exactly ``expected`` timers, as ``(kind, token, due_at)``."""
 
     async def check() -> bool:
-        timers = await child_timers(rig, item)
+        try:
+            timers = await child_timers(rig, item)
+        except RPCError as exc:
+            # The Mission starts the child beside its handlers: it may not exist yet.
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return False
         return [(t["kind"], t["token"], t["due_at"]) for t in timers] == expected
 
-    await eventually(check, timeout=5)
+    await eventually(check, timeout=10)
 
 
 def moment(timestamp: str) -> datetime:

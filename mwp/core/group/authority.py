@@ -68,6 +68,11 @@ class GroupAuthority:
     def mission_id(self) -> str:
         return self._state.mission_id
 
+    def mission_parent(self) -> Json | None:
+        """A child Mission's parent link ({missionId, workItemId, depth}), else None."""
+        mission = self._state.mission
+        return mission.parent if mission is not None else None
+
     @property
     def sequence(self) -> int:
         return self._state.sequence
