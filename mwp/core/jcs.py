@@ -28,6 +28,9 @@ def jcs_hash(value: Any) -> str:
     return sha256_ref(canonicalize(value))
 
 
+_EXACT_INTEGER = 2**53
+
+
 def _emit(value: Any, out: list[str]) -> None:
     if value is None:
         out.append("null")
@@ -38,13 +41,17 @@ def _emit(value: Any, out: list[str]) -> None:
     elif isinstance(value, str):
         out.append(_string(value))
     elif isinstance(value, int):
-        out.append(_number(_int_to_binary64(value)))
+        # Exactly representable integers print as their digits in ECMAScript form too.
+        if -_EXACT_INTEGER <= value <= _EXACT_INTEGER:
+            out.append(str(int(value)))
+        else:
+            out.append(_number(_int_to_binary64(value)))
     elif isinstance(value, float):
         out.append(_number(value))
     elif isinstance(value, dict):
         out.append("{")
         first = True
-        for key in sorted(value, key=_utf16_key):
+        for key in _sorted_keys(value):
             if not isinstance(key, str):
                 raise JcsDataModelError("object member names must be strings")
             if not first:
@@ -63,6 +70,15 @@ def _emit(value: Any, out: list[str]) -> None:
         out.append("]")
     else:
         raise JcsDataModelError(f"not a JSON value: {type(value).__name__}")
+
+
+def _sorted_keys(value: dict[Any, Any]) -> list[Any]:
+    try:
+        if "".join(value).isascii():
+            return sorted(value)  # for ASCII, code-point order is UTF-16 code-unit order
+    except TypeError:
+        pass  # a member name that is not a string: refused below, as before
+    return sorted(value, key=_utf16_key)
 
 
 def _utf16_key(key: str) -> bytes:
