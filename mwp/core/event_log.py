@@ -25,6 +25,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 from urllib.parse import quote
 
@@ -112,8 +113,15 @@ class LogEntry:
     group_id: str
     sequence: int
     event_id: str
-    signing_hash: str
     previous_hash: str | None
+
+    @cached_property
+    def signing_hash(self) -> str:
+        """Where the next entry links (computed on first use: readers may never need it)."""
+        try:
+            return signing_hash(self.event)
+        except JcsDataModelError:
+            raise EntryError("not-jcs", group_id=self.group_id) from None
 
     @classmethod
     def from_bytes(cls, data: bytes) -> LogEntry:
@@ -134,12 +142,12 @@ class LogEntry:
         if not isinstance(sequence, int) or isinstance(sequence, bool) or sequence < 1:
             raise EntryError("not-a-group-event", group_id=group_id)
         previous = chain_link(event)
-        try:
-            hash_ = signing_hash(event)
-            data = canonicalize(event) if data is None else data
-        except JcsDataModelError:
-            raise EntryError("not-jcs", group_id=group_id) from None
-        return cls(data, event, group_id, sequence, event_id, hash_, previous)
+        if data is None:
+            try:
+                data = canonicalize(event)
+            except JcsDataModelError:
+                raise EntryError("not-jcs", group_id=group_id) from None
+        return cls(data, event, group_id, sequence, event_id, previous)
 
 
 def chain_link(event: Mapping[str, Any]) -> str | None:
@@ -313,10 +321,12 @@ class ChainVerifier:
         """Stop at the expected sequence for a reason found outside the entry's bytes."""
         return self._stop(LogFault(self._expected, reason, detail))
 
-    def feed(self, data: bytes, key_sequence: int | None = None) -> LogFault | None:
-        """Check the next entry's stored bytes; ``key_sequence`` is what its object key says."""
+    def feed(self, stored: bytes | LogEntry, key_sequence: int | None = None) -> LogFault | None:
+        """Check the next entry: its stored bytes, or a :class:`LogEntry` parsed from them
+        (whose strict parse is then reused). ``key_sequence``: what its object key says."""
         if self._fault is not None:
             return self._fault
+        data = stored.data if isinstance(stored, LogEntry) else stored
         position = self._expected if key_sequence is None else key_sequence
         if key_sequence is not None and key_sequence != self._expected:
             reason = (
@@ -325,10 +335,13 @@ class ChainVerifier:
             if reason is LogFaultReason.GAP:
                 return self.missing(key_sequence)
             return self._stop(LogFault(position, reason, f"expected {self._expected}"))
-        try:
-            document = parse_bytes(data)
-        except JsonSyntaxError as exc:
-            return self._stop(LogFault(position, LogFaultReason.UNREADABLE, str(exc)))
+        if isinstance(stored, LogEntry):
+            document: Any = stored.event
+        else:
+            try:
+                document = parse_bytes(data)
+            except JsonSyntaxError as exc:
+                return self._stop(LogFault(position, LogFaultReason.UNREADABLE, str(exc)))
         try:
             verified = verify_value(document, _EVENT_PROFILE, self.evidence)
         except VerificationError as exc:
@@ -413,6 +426,6 @@ def verify_entries(
         authority=authority,
     )
     for entry in entries:
-        if verifier.feed(entry.data if isinstance(entry, LogEntry) else entry) is not None:
+        if verifier.feed(entry) is not None:
             break
     return verifier.verdict()
