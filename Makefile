@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 MWP_PROTOCOL_ROOT ?= ../shared/mwp-0.1
 export MWP_PROTOCOL_ROOT
 
-.PHONY: install test lint typecheck unit conformance demo bench bench-group clean
+.PHONY: install test lint typecheck unit conformance demo bench bench-group bench-log clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ bench: $(STAMP)
 # Accepted Commands per second into one Group, on the embedded stack (about 4 minutes).
 bench-group: $(STAMP)
 	$(BIN)/python -m benchmarks.group_commands
+
+# Signed Group Event log: Events sealed and appended per second (folder, SeaweedFS S3) and replay.
+bench-log: $(STAMP)
+	$(BIN)/python -m benchmarks.event_log
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
