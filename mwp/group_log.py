@@ -17,6 +17,7 @@ All calls are synchronous (boto3 is); an async activity runs them in a thread.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -207,7 +208,16 @@ class GroupEventLog:
             raise ValueError("after_sequence >= 0 and limit >= 1")
         start = after_sequence + 1
         entries: list[LogEntry] = []
-        keys = (self.key(s) for s in range(start, start + limit))
+        keys: Iterable[str]
+        if self.read_ahead > 0:
+            # Remote: one listing says what is there, so reads never run past the end.
+            after = self.key(after_sequence) if after_sequence else None
+            listed = self.store.list_keys(self.prefix, after=after, limit=limit)
+            present = [sequence_of_key(self.prefix, k) for k in listed]
+            run = list(itertools.takewhile(lambda p: p[1] == p[0], enumerate(present, start)))
+            keys = [self.key(sequence) for sequence, _ in run]
+        else:  # a folder: reading until the first absent file beats listing the folder
+            keys = (self.key(s) for s in range(start, start + limit))
         for sequence, (_, data) in enumerate(self._get_many(keys), start=start):
             if data is None:
                 break

@@ -141,8 +141,7 @@ class FolderObjectStore:
     def __init__(self, root: Path | str, *, fsync: bool = True) -> None:
         self.root = Path(root).resolve()
         self.fsync = fsync
-        self._tmp = self.root / _TMP_DIR
-        self._tmp.mkdir(parents=True, exist_ok=True)
+        self._tmp = self.root / _TMP_DIR  # created by the first write: reading creates nothing
 
     def __repr__(self) -> str:
         return f"FolderObjectStore({str(self.root)!r})"
@@ -189,7 +188,11 @@ class FolderObjectStore:
         *,
         before_link: Callable[[], None] | None = None,
     ) -> bool:
-        fd, tmp_name = tempfile.mkstemp(dir=self._tmp)
+        try:
+            fd, tmp_name = tempfile.mkstemp(dir=self._tmp)
+        except FileNotFoundError:
+            self._tmp.mkdir(parents=True, exist_ok=True)
+            fd, tmp_name = tempfile.mkstemp(dir=self._tmp)
         tmp = Path(tmp_name)
         try:
             with os.fdopen(fd, "wb") as handle:

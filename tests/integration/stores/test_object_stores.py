@@ -160,10 +160,19 @@ def test_uris_name_the_object(object_store: ObjectStore) -> None:
 
 def test_folder_temporary_files_never_show(tmp_path: Path) -> None:
     store = FolderObjectStore(tmp_path)
+    (tmp_path / ".tmp").mkdir()
     (tmp_path / ".tmp" / "half-written").write_bytes(b"partial")
     store.put_if_absent("k/v", b"x")
     assert store.list_keys("") == ["k/v"]
     assert list((tmp_path / ".tmp").iterdir()) == [tmp_path / ".tmp" / "half-written"]
+
+
+def test_reading_a_folder_store_creates_nothing(tmp_path: Path) -> None:
+    store = FolderObjectStore(tmp_path / "absent")
+    assert store.get("a/b") is None and store.list_keys("") == [] and not store.exists("a")
+    assert not (tmp_path / "absent").exists()
+    store.put_if_absent("a/b", b"x")
+    assert store.get("a/b") == b"x"
 
 
 def test_s3_without_conditional_writes_still_refuses_a_second_body(
