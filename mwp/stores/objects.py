@@ -339,8 +339,12 @@ class S3ObjectStore:
         except ClientError as exc:
             if _status(exc) != 404:
                 raise ObjectStoreError(f"bucket {self.bucket}: {exc}") from exc
-            with contextlib.suppress(self.client.exceptions.BucketAlreadyOwnedByYou):
+            try:
                 self.client.create_bucket(Bucket=self.bucket)
+            except self.client.exceptions.BucketAlreadyOwnedByYou:
+                pass  # created concurrently
+            except ClientError as created:
+                raise ObjectStoreError(f"bucket {self.bucket}: {created}") from created
 
     def _key(self, key: str) -> str:
         return self.prefix + check_key(key)

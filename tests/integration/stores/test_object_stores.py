@@ -16,6 +16,7 @@ from mwp.stores.objects import (
     FolderObjectStore,
     ObjectConflict,
     ObjectStore,
+    ObjectStoreError,
     S3ObjectStore,
     iter_keys,
     open_store,
@@ -189,6 +190,11 @@ def test_s3_without_conditional_writes_still_refuses_a_second_body(
     assert store.put_stream_if_absent("big", iter(body)) is True
     assert store.put_stream_if_absent("big", iter(body)) is False
     assert store.get("a") == b"one"
+
+
+def test_an_unusable_bucket_is_a_store_error(seaweed: SeaweedS3Server) -> None:
+    with pytest.raises(ObjectStoreError, match="bucket x"):
+        seaweed.object_store("x")  # too short for a bucket name
 
 
 def test_the_server_itself_refuses_to_replace_an_object(seaweed: SeaweedS3Server) -> None:
