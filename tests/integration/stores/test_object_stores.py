@@ -248,7 +248,14 @@ def test_the_server_stops_by_pid_and_its_folder_goes(tmp_path: Path) -> None:
     assert pid is not None and folder is not None and folder.is_dir()
     store = server.object_store("stop-test")
     store.put_if_absent("k", b"v")
+    ports = dict(server.ports)
+    assert ports["s3.port"] == server.s3_port and len(set(ports.values())) == len(ports)
     assert server.stop() in ("terminated", "killed")
     assert not folder.exists()
+    assert not [
+        p
+        for p in Path("/tmp").glob("seaweedfs-*.sock")
+        if p.stem.endswith(tuple(f"-{port}" for port in ports.values()))
+    ]
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
