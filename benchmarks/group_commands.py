@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -50,13 +51,13 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from mwp.client import Identity, MwpClient, new_id
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.registry import Principal
-from mwp.dev_stack import DevStack, free_port, stack_config
+from mwp.dev_stack import WAL_PRAGMAS, DevStack, free_port, stack_config
 from mwp.missions import (
     COMMAND_UPDATE,
     MissionClient,
@@ -396,7 +397,9 @@ def _event(result: Mapping[str, Any], kind: str) -> dict[str, Any]:
 # --- setup ----------------------------------------------------------------------------------
 
 
-async def open_mission(client: MwpClient, workers: int) -> tuple[MissionHandle, Actors]:
+async def open_mission(
+    client: MwpClient, workers: int, updates_per_run: int | None = None
+) -> tuple[MissionHandle, Actors]:
     """A Registry with a human owner, a Coordinator and ``workers`` Workers, and one Mission
     whose Workers are already members (so each lifecycle is exactly six Commands and Events)."""
     registrar = Identity.generate(Principal("service", f"{ORGANIZATION}:service:registry"))
@@ -413,7 +416,7 @@ async def open_mission(client: MwpClient, workers: int) -> tuple[MissionHandle, 
     sessions = {
         a.principal.id: await registry.open_session(a.principal.id) for a in (coordinator, *agents)
     }
-    mission, _ = await MissionClient(client, ORGANIZATION).create(
+    mission, _ = await MissionClient(client, ORGANIZATION, updates_per_run=updates_per_run).create(
         owner,
         objective="Benchmark: many WorkItems into one Group",
         coordinator_agent_id=coordinator.principal.id,
@@ -468,6 +471,11 @@ def report(
     out("")
     out(f"{_versions()}; {os.cpu_count()} cores; {args.in_flight} in flight")
     out(
+        f"workflows {'unsandboxed' if args.unsandboxed else 'sandboxed'}; server SQLite "
+        f"{'default journal' if args.sqlite_default_journal else 'WAL'}; Updates per run "
+        f"{args.updates_per_run or 'default'}"
+    )
+    out(
         f"{'measurement':<34} {'count':>6} {'seconds':>7} {'per s':>8} {'p50 ms':>6} "
         f"{'p95 ms':>6} {'CPU ms/op: process':>8} {'server':>7}"
     )
@@ -503,13 +511,21 @@ def report(
 
 
 async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], None]) -> bool:
-    config = stack_config(state_dir, port=free_port(), headless=True)
+    config = dataclasses.replace(
+        stack_config(state_dir, port=free_port(), headless=True),
+        workflow_sandbox=not args.unsandboxed,
+        sqlite_pragmas={} if args.sqlite_default_journal else WAL_PRAGMAS,
+    )
     async with DevStack(config) as stack:
         METER.server_pid = stack.server_pid
         out(f"Temporal dev server {stack.address} (started in {stack.startup_seconds:.1f} s)")
-        runner = SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(
-                *SANDBOX_PASSTHROUGH_MODULES, "benchmarks"
+        runner: WorkflowRunner = (
+            UnsandboxedWorkflowRunner()
+            if args.unsandboxed
+            else SandboxedWorkflowRunner(
+                restrictions=SandboxRestrictions.default.with_passthrough_modules(
+                    *SANDBOX_PASSTHROUGH_MODULES, "benchmarks"
+                )
             )
         )
         async with Worker(
@@ -523,7 +539,9 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
             out(f"1. raw Updates: {args.noop_updates:,} to a no-op workflow")
             phases["raw"] = await raw_update_rate(stack.client, args.noop_updates, args.in_flight)
 
-            mission, actors = await open_mission(MwpClient(stack.client), args.in_flight)
+            mission, actors = await open_mission(
+                MwpClient(stack.client), args.in_flight, args.updates_per_run
+            )
             load = GroupLoad(mission, actors, args.in_flight)
             load.sequence = await mission.sequence()
             out(f"2. WorkItem lifecycles into one Group, from sequence {load.sequence}")
@@ -554,6 +572,13 @@ def main() -> None:
     parser.add_argument("--noop-updates", type=int, default=1_500, help="Updates to the no-op")
     parser.add_argument("--in-flight", type=int, default=10, help="Commands/Updates in flight")
     parser.add_argument("--keep", type=Path, help="state folder to keep (default: a temp one)")
+    parser.add_argument(
+        "--updates-per-run", type=int, help="the Mission's Updates per run (default: product's)"
+    )
+    parser.add_argument(
+        "--unsandboxed", action="store_true", help="run every workflow without the sandbox"
+    )
+    parser.add_argument("--sqlite-wal", action="store_true", help="the server's SQLite in WAL mode")
     args = parser.parse_args()
 
     def out(line: str) -> None:

@@ -15,15 +15,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from mwp.temporal_names import AUTHORITY_TASK_QUEUE
 from workers.registry import ACTIVITIES, SANDBOX_PASSTHROUGH_MODULES, WORKFLOWS
 
 
-def workflow_runner() -> SandboxedWorkflowRunner:
-    """The sandbox with the protocol core and its native crypto bindings passed through."""
+def workflow_runner(*, sandboxed: bool = True) -> WorkflowRunner:
+    """The sandbox with the protocol core and its native crypto bindings passed through, or
+    no sandbox at all. The sandbox guards determinism (it refuses I/O, clocks and randomness
+    in workflow code) and costs worker CPU on every workflow task; the authority workflows
+    import only the pure core, so running them without it is safe and measured faster
+    (``benchmarks/RESULTS.md``). Tests keep it on, so a determinism slip still fails there."""
+    if not sandboxed:
+        return UnsandboxedWorkflowRunner()
     restrictions = SandboxRestrictions.default.with_passthrough_modules(
         *SANDBOX_PASSTHROUGH_MODULES
     )
@@ -31,13 +37,17 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 
 
 def build_authority_worker(
-    client: Client, *, task_queue: str = AUTHORITY_TASK_QUEUE, **options: Any
+    client: Client,
+    *,
+    task_queue: str = AUTHORITY_TASK_QUEUE,
+    sandboxed: bool = True,
+    **options: Any,
 ) -> Worker:
     """A Worker hosting every registered authority workflow and activity.
 
     ``options`` go to :class:`temporalio.worker.Worker` (e.g. ``max_concurrent_activities``).
     """
-    options.setdefault("workflow_runner", workflow_runner())
+    options.setdefault("workflow_runner", workflow_runner(sandboxed=sandboxed))
     return Worker(
         client,
         task_queue=task_queue,

@@ -337,7 +337,7 @@ class MissionWorkflow:
     async def _notify_work_item(self, work_item_id: str) -> None:
         mission_id = self._authority.mission_id
         child_id = work_item_workflow_id(mission_id, work_item_id)
-        view = self._authority.work_item_view(work_item_id)
+        view = self._authority.work_item_summary(work_item_id)
         timers = [t.__dict__ for t in self._authority.work_item_timers(work_item_id)]
         attributes = self._authority.work_item_search_attributes(work_item_id)
         if work_item_id not in self._children:

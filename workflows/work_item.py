@@ -1,11 +1,13 @@
 """WorkItemWorkflow: one per WorkItem, a child of its MissionWorkflow.
 
 It owns the item's durable timers (offer expiry, start-by deadline, Execution Lease expiry,
-bounded blocked lease). The Mission signals every accepted transition of the item with the
-timers the new state needs; when one falls due the child reports it to the Mission, which
-decides what it causes and records the Events. Stale reports are harmless: each timer carries
-the token of the grant it belongs to, and the Authority ignores tokens that are no longer
-current. The child ends when its item reaches a terminal state.
+bounded blocked lease). The Mission signals every accepted transition of the item with its
+summary (ID, state, revision, Ownership Epoch; the full view is the Mission's ``work_item``
+query), its search attributes and the timers the new state needs; when one falls due the
+child reports it to the Mission, which decides what it causes and records the Events. Stale
+reports are harmless: each timer carries the token of the grant it belongs to, and the
+Authority ignores tokens that are no longer current. The child ends when its item reaches a
+terminal state.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class WorkItemInput:
     mission_workflow_id: str
     mission_id: str
     work_item_id: str
-    view: dict[str, Any]
+    view: dict[str, Any]  # the item's summary: workItemId, state, revision, ownershipEpoch
     timers: list[dict[str, str]] = field(default_factory=list)
     search_attributes: dict[str, str] = field(default_factory=dict)
 

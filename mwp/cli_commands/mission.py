@@ -58,6 +58,11 @@ def register(subparsers: Any) -> None:
     )
     create.add_argument("--deadline-days", type=int, default=7)
     create.add_argument("--budget-usd", type=float, default=1000.0)
+    create.add_argument(
+        "--follow-up-to",
+        metavar="MISSION",
+        help="mission.create_follow_up: link to this approved Mission (ID or unique prefix)",
+    )
     create.set_defaults(handler=_handler(_create))
 
     listing = actions.add_parser("list", parents=[common], help="Missions created here")
@@ -159,15 +164,19 @@ async def _connect(args: argparse.Namespace) -> MwpClient:
 async def _mission(args: argparse.Namespace, client: MwpClient) -> MissionHandle:
     from mwp.missions import MissionClient
 
-    known = _remembered(args.state_dir)
-    matches = [m for m in known if m == args.mission or m.startswith(args.mission)]
+    mission_id = _unique_mission(args.state_dir, args.mission)
+    return MissionClient(client, _organization_id(args.state_dir)).mission(
+        mission_id, _remembered(args.state_dir)[mission_id]
+    )
+
+
+def _unique_mission(state_dir: Path, prefix: str) -> str:
+    """The one Mission created here whose ID is ``prefix`` or starts with it."""
+    matches = [m for m in _remembered(state_dir) if m == prefix or m.startswith(prefix)]
     if len(matches) != 1:
         found = "no" if not matches else "several"
-        raise MissionCliError(f"{found} Missions match {args.mission!r} (see `mwp mission list`)")
-    mission_id = matches[0]
-    return MissionClient(client, _organization_id(args.state_dir)).mission(
-        mission_id, known[mission_id]
-    )
+        raise MissionCliError(f"{found} Missions match {prefix!r} (see `mwp mission list`)")
+    return matches[0]
 
 
 async def _session_epoch(client: MwpClient, state_dir: Path, identity: Identity) -> int | None:
@@ -203,8 +212,12 @@ async def _create(args: argparse.Namespace) -> int:
     coordinator = _identity(args.state_dir, args.coordinator)
     client = await _connect(args)
     missions = MissionClient(client, _organization_id(args.state_dir))
+    follow_up_to = None
+    if args.follow_up_to is not None:
+        follow_up_to = _unique_mission(args.state_dir, args.follow_up_to)
     mission, result = await missions.create(
         owner,
+        follow_up_to=follow_up_to,
         objective=args.objective,
         coordinator_agent_id=coordinator.principal.id,
         definition_of_done=definition_of_done(*args.done),

@@ -318,6 +318,17 @@ class GroupAuthority:
     def work_item_view(self, work_item_id: str) -> Json:
         return work_item_view(self._state, self._state.work_items[work_item_id])
 
+    def work_item_summary(self, work_item_id: str) -> Json:
+        """What a WorkItemWorkflow child holds of its item: identity, state and revision (the
+        full view stays with the Mission, so each transition signal stays small)."""
+        item = self._state.work_items[work_item_id]
+        return {
+            "workItemId": item.work_item_id,
+            "state": item.state,
+            "revision": item.revision,
+            "ownershipEpoch": item.ownership_epoch,
+        }
+
     def work_item_ids(self) -> list[str]:
         return list(self._state.work_items)
 
