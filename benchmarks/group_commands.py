@@ -54,6 +54,7 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from mwp.authority_keys import AuthorityKeyring, provision_group_authority
 from mwp.client import Identity, MwpClient, new_id
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.registry import Principal
@@ -62,6 +63,7 @@ from mwp.missions import (
     COMMAND_UPDATE,
     MissionClient,
     MissionHandle,
+    group_authority,
     in_seconds,
     workflow_not_ready,
 )
@@ -398,12 +400,17 @@ def _event(result: Mapping[str, Any], kind: str) -> dict[str, Any]:
 
 
 async def open_mission(
-    client: MwpClient, workers: int, updates_per_run: int | None = None
+    client: MwpClient,
+    workers: int,
+    keyring: AuthorityKeyring,
+    updates_per_run: int | None = None,
 ) -> tuple[MissionHandle, Actors]:
     """A Registry with a human owner, a Coordinator and ``workers`` Workers, and one Mission
     whose Workers are already members (so each lifecycle is exactly six Commands and Events)."""
     registrar = Identity.generate(Principal("service", f"{ORGANIZATION}:service:registry"))
     registry = await client.start_registry(ORGANIZATION, registrar)
+    # The Group Event log is written as the Group runs: its mirror is part of what is measured.
+    await provision_group_authority(registry, keyring, group_authority(ORGANIZATION))
     owner = Identity.generate(Principal("human", "urn:mwp:human:bench-owner"))
     coordinator = Identity.generate(Principal("agent", "urn:mwp:agent:bench-coordinator"))
     agents = [
@@ -540,7 +547,10 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
             phases["raw"] = await raw_update_rate(stack.client, args.noop_updates, args.in_flight)
 
             mission, actors = await open_mission(
-                MwpClient(stack.client), args.in_flight, args.updates_per_run
+                MwpClient(stack.client),
+                args.in_flight,
+                AuthorityKeyring.in_state_dir(config.state_dir),
+                args.updates_per_run,
             )
             load = GroupLoad(mission, actors, args.in_flight)
             load.sequence = await mission.sequence()

@@ -150,6 +150,13 @@ class StackConfig:
     run_worker: bool = True
     # Run the authority workflows in Temporal's sandbox (the default; see workers/authority.py).
     workflow_sandbox: bool = True
+    # The Group Event log: a folder or ``s3://bucket/prefix`` (default: ``<state_dir>/log``).
+    log_store: str | None = None
+
+    @property
+    def log_location(self) -> str:
+        return self.log_store or str(self.state_dir / "log")
+
     startup_timeout: float = 30.0
     stop_timeout: float = 10.0
 
@@ -389,11 +396,19 @@ class DevStack:
             raise StackError(f"cannot reach Temporal at {self.address}: {exc}") from exc
 
     async def _start_worker(self) -> None:
+        from activities.mirror import Mirror
+        from mwp.authority_keys import AuthorityKeyring
+        from mwp.stores.objects import open_store
         from workers.authority import build_authority_worker
 
+        mirror = Mirror(
+            open_store(self.config.log_location),
+            AuthorityKeyring.in_state_dir(self.config.state_dir),
+        )
         self._worker = build_authority_worker(
             self.client,
             sandboxed=self.config.workflow_sandbox,
+            mirror=mirror,
             graceful_shutdown_timeout=timedelta(seconds=2),
         )
         self._worker_task = asyncio.create_task(self._worker.run(), name="mwp-authority-worker")

@@ -4,20 +4,23 @@ A human creates the Mission; its Coordinator authorizes a chain of dependent Wor
 offers each to a Worker; the Worker accepts, starts and submits with Evidence; the
 Coordinator accepts each result and submits the Mission; the human approves. Every step is a
 signed Command decided by the Mission's Group Authority (a Temporal workflow). The demo prints
-the Group's Events in order and the UI address, and succeeds only if the Mission ends
-``approved``.
+the Group's Events in order and the UI address, checks that the signed Group Event log holds
+exactly those Events and verifies, and succeeds only if the Mission ends ``approved``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mwp.authority_keys import AuthorityKeyring, provision_group_authority
 from mwp.client import Identity, KeyStore, MwpClient, new_id
-from mwp.core.registry import Principal
-from mwp.missions import MissionClient, in_seconds
+from mwp.core.registry import Principal, RegistryEvidence
+from mwp.group_log import GroupEventLog
+from mwp.missions import MissionClient, MissionHandle, group_authority, in_seconds
 from mwp.scenario import (
     definition_of_done,
     evidence_for,
@@ -26,6 +29,7 @@ from mwp.scenario import (
     selection_basis,
     work_contract,
 )
+from mwp.stores.objects import open_store
 
 ORGANIZATION = "urn:mwp:organization:demo"
 STAGES = ("Analyse the requirements", "Implement the change", "Test the change")
@@ -36,9 +40,15 @@ class DemoFailedError(RuntimeError):
 
 
 async def run_mission_demo(
-    client: MwpClient, registrar: Identity, out: Callable[[str], None] = print
+    client: MwpClient,
+    registrar: Identity,
+    out: Callable[[str], None] = print,
+    *,
+    keyring: AuthorityKeyring,
+    log_location: str,
 ) -> bool:
     registry = await client.start_registry(ORGANIZATION, registrar)
+    await provision_group_authority(registry, keyring, group_authority(ORGANIZATION))
     # Each run brings its own people and agents, so runs never collide in a kept stack.
     run = new_id().rsplit("-", 1)[-1]
     owner = Identity.generate(Principal("human", f"urn:mwp:human:owner-{run}"))
@@ -137,9 +147,37 @@ async def run_mission_demo(
         subject = event.get("workItemId", "")
         out(f"  {event['sequence']:>3}  {event['kind']:<34} {event['actor']['id']:<44} {subject}")
     _check_contiguous(events)
+    await _check_log(client, mission, events, await registry.evidence(), log_location, out)
     state: str = (await mission.view())["state"]
     out(f"\nMission state: {state}")
     return state == "approved"
+
+
+async def _check_log(
+    client: MwpClient,
+    mission: MissionHandle,
+    events: list[dict[str, Any]],
+    evidence: RegistryEvidence,
+    log_location: str,
+    out: Callable[[str], None],
+) -> None:
+    """The signed Group Event log holds exactly these Events, and verifies."""
+    for _ in range(200):
+        through: int = await client.query(mission.workflow_id, "mirrored_through")
+        if through >= len(events):
+            break
+        await asyncio.sleep(0.05)
+    log = GroupEventLog(open_store(log_location), mission.group_id)
+    verdict = log.verify_all(evidence)
+    if not verdict.ok or verdict.last_sequence != len(events):
+        raise DemoFailedError(f"the Group Event log does not verify: {verdict.fault}")
+    stored = [entry.event["eventId"] for entry in log.read(0, limit=len(events) + 1)]
+    if stored != [e["eventId"] for e in events]:
+        raise DemoFailedError("the Group Event log differs from the accepted Events")
+    out(
+        f"\nGroup Event log: {verdict.verified} Events signed by the Group Authority, "
+        f"hash-chained and verified, in {log_location}"
+    )
 
 
 def _event(result: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -170,7 +208,13 @@ async def demo_with_stack(
     async with DevStack(config) as stack:
         out(f"Temporal at {stack.address}; UI {stack.ui_url or '(existing cluster)'}")
         client = await connect(stack.address)
-        ok = await run_mission_demo(client, _registrar(KeyStore.in_state_dir(state_dir)), out)
+        ok = await run_mission_demo(
+            client,
+            _registrar(KeyStore.in_state_dir(state_dir)),
+            out,
+            keyring=AuthorityKeyring.in_state_dir(config.state_dir),
+            log_location=config.log_location,
+        )
         if stack.ui_url:
             out(
                 f"The UI at {stack.ui_url} closes with this demo; to browse the Mission "

@@ -22,6 +22,25 @@ class MissionInput:
     run_number: int = 1
     # A child Mission's first run: the parent Group's ``mission.child.created`` Event.
     founding: dict[str, Any] | None = None
+    # Accepted Events not yet confirmed in the Group Event log, carried across runs (packed
+    # like the snapshot: ``{"events": [...]}``).
+    outbox: dict[str, Any] | None = None
+    # Where the mirror activity runs (None: the authority task queue).
+    mirror_task_queue: str | None = None
+
+
+# The mirror activity (activities/mirror.py): its name and input, shared with the workflow.
+MIRROR_EVENTS = "mirror_events"
+MIRROR_BATCH_LIMIT = 500  # Events per activity call (its input stays far below 2 MiB)
+# Past this many unconfirmed Events the Group answers BACKPRESSURE until the log catches up.
+MIRROR_OUTBOX_LIMIT = 5_000
+
+
+@dataclass
+class MirrorBatch:
+    group_id: str
+    authority_id: str  # the Group Authority Principal: whose key signs
+    events: list[dict[str, Any]]  # accepted, unsigned, contiguous, in Group order
 
 
 @dataclass

@@ -201,11 +201,14 @@ class MissionClient:
         *,
         authority: Principal | None = None,
         updates_per_run: int | None = None,
+        mirror_task_queue: str | None = None,
     ) -> None:
         self.client = client
         self.organization_id = organization_id
         self.authority = authority or group_authority(organization_id)
         self.updates_per_run = updates_per_run
+        # Where the Group Event log mirror runs (default: the authority worker's queue).
+        self.mirror_task_queue = mirror_task_queue
 
     def mission(self, mission_id: str, group_id: str) -> MissionHandle:
         return MissionHandle(self.client, mission_id, group_id)
@@ -256,6 +259,7 @@ class MissionClient:
         )
         if self.updates_per_run is not None:
             start_input.updates_per_run = self.updates_per_run
+        start_input.mirror_task_queue = self.mirror_task_queue
         temporal = self.client.temporal
 
         async def send() -> dict[str, Any]:

@@ -12,12 +12,17 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.mirror import Mirror
+from mwp.authority_keys import AuthorityKeyring
+from mwp.stores.objects import open_store
 from mwp.temporal_names import AUTHORITY_TASK_QUEUE
 from workers.registry import ACTIVITIES, SANDBOX_PASSTHROUGH_MODULES, WORKFLOWS
 
@@ -41,26 +46,38 @@ def build_authority_worker(
     *,
     task_queue: str = AUTHORITY_TASK_QUEUE,
     sandboxed: bool = True,
+    mirror: Mirror | None = None,
     **options: Any,
 ) -> Worker:
     """A Worker hosting every registered authority workflow and activity.
 
-    ``options`` go to :class:`temporalio.worker.Worker` (e.g. ``max_concurrent_activities``).
+    ``mirror`` writes the Group Event log; without it the Missions' mirror calls wait for a
+    worker that has one. ``options`` go to :class:`temporalio.worker.Worker`.
     """
     options.setdefault("workflow_runner", workflow_runner(sandboxed=sandboxed))
+    activities = list(ACTIVITIES)
+    if mirror is not None:
+        activities.append(mirror.mirror_events)
+        # The mirror does blocking file or S3 I/O: it runs in threads, never on the loop.
+        options.setdefault("activity_executor", ThreadPoolExecutor(max_workers=4))
     return Worker(
         client,
         task_queue=task_queue,
         workflows=list(WORKFLOWS),
-        activities=list(ACTIVITIES),
+        activities=activities,
         **options,
     )
 
 
-async def run_authority_worker(address: str, namespace: str = "default") -> None:
+async def run_authority_worker(
+    address: str, namespace: str = "default", *, state_dir: Path, log_store: str | None = None
+) -> None:
     """Run until SIGINT or SIGTERM, then shut down gracefully."""
     client = await Client.connect(address, namespace=namespace)
-    worker = build_authority_worker(client)
+    mirror = Mirror(
+        open_store(log_store or state_dir / "log"), AuthorityKeyring.in_state_dir(state_dir)
+    )
+    worker = build_authority_worker(client, mirror=mirror)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -74,8 +91,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Run the MWP authority worker.")
     parser.add_argument("--address", default="127.0.0.1:7233")
     parser.add_argument("--namespace", default="default")
+    parser.add_argument(
+        "--state-dir", type=Path, default=Path(".mwp"), help="holds authority-keys/ (and log/)"
+    )
+    parser.add_argument(
+        "--log-store",
+        help="the Group Event log: a folder or s3://bucket/prefix (default: STATE/log)",
+    )
     args = parser.parse_args(argv)
-    asyncio.run(run_authority_worker(args.address, args.namespace))
+    asyncio.run(
+        run_authority_worker(
+            args.address, args.namespace, state_dir=args.state_dir, log_store=args.log_store
+        )
+    )
     # The Temporal SDK can crash at interpreter exit after a clean shutdown (DESIGN.md §5).
     sys.stdout.flush()
     os._exit(0)

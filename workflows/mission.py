@@ -28,10 +28,11 @@ import asyncio
 import base64
 import json
 import zlib
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey
+from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
@@ -49,6 +50,10 @@ with workflow.unsafe.imports_passed_through():
     from mwp.core.signed_document import verify
     from mwp.core.values import format_utc
     from mwp.mission_names import (
+        MIRROR_BATCH_LIMIT,
+        MIRROR_EVENTS,
+        MIRROR_OUTBOX_LIMIT,
+        MirrorBatch,
         MissionInput,
         TimerReport,
         mission_workflow_id,
@@ -129,6 +134,9 @@ class MissionWorkflow:
         self._child_outcomes: list[ChildSettled] = []
         self._parent_closures: list[str] = []
         self._outbound: set[asyncio.Task[None]] = set()
+        # Accepted Events the mirror has not yet confirmed in the Group Event log, in order.
+        carried = unpack_snapshot(input.outbox) if input.outbox else {"events": []}
+        self._outbox: list[dict[str, Any]] = list(carried["events"])
         if input.founding is not None and self._authority.mission_id == "":
             founded = self._authority.found_child(input.founding, self._context())
             if founded is not None:
@@ -143,6 +151,7 @@ class MissionWorkflow:
             SIGNAL_SUBSCRIBE, workflow.info().workflow_id
         )
         publisher = asyncio.create_task(self._publish_visibility())
+        self._mirror_task = asyncio.create_task(self._mirror())
         while True:
             await workflow.wait_condition(
                 lambda: (
@@ -164,6 +173,8 @@ class MissionWorkflow:
                     # A timer report arrived meanwhile: the snapshot does not carry it and its
                     # child reports it only once, so record it first (or fail the task).
                     continue
+                # The unconfirmed Events travel in the input; a mirror call still running
+                # writes the same bytes again or nothing (it is idempotent).
                 workflow.continue_as_new(self._next_input())
 
     def _has_inbox(self) -> bool:
@@ -215,6 +226,8 @@ class MissionWorkflow:
             registry_notice=notice.to_json() if notice is not None else None,
             updates_per_run=self._input.updates_per_run,
             run_number=self._input.run_number + 1,
+            outbox=pack_snapshot({"events": self._outbox}) if self._outbox else None,
+            mirror_task_queue=self._input.mirror_task_queue,
         )
 
     # --- Commands --------------------------------------------------------------------------
@@ -248,6 +261,14 @@ class MissionWorkflow:
             # Leave room for continue-as-new; the sender retries shortly.
             raise to_application_error(
                 MwpError(ErrorCode.BACKPRESSURE, "Group is rolling over", retry_after_ms=200)
+            )
+        if len(self._outbox) >= MIRROR_OUTBOX_LIMIT:
+            # The Group Event log is far behind (its store is down?): accept nothing more
+            # until the mirror catches up, so the carried outbox stays bounded.
+            raise to_application_error(
+                MwpError(
+                    ErrorCode.BACKPRESSURE, "the Group Event log is behind", retry_after_ms=1000
+                )
             )
         if self._registry.notice is None:
             return  # the handler waits for the Registry evidence, then decides
@@ -292,6 +313,7 @@ class MissionWorkflow:
 
     def _after_accept(self, outcome: Outcome) -> None:
         self._events_this_run.extend(outcome.events)
+        self._outbox.extend(outcome.events)
         self._visibility_stale = True
         if any(e["kind"].startswith("mission.") for e in outcome.events):
             self._headline = None
@@ -384,6 +406,32 @@ class MissionWorkflow:
         if outcome is not None:
             self._after_accept(outcome)
 
+    # --- the Group Event log ----------------------------------------------------------------
+
+    async def _mirror(self) -> None:
+        """Hand accepted Events to the mirror activity, in order, batched while one call runs.
+        It retries until the store takes them: nothing accepted is lost, the log catches up."""
+        while True:
+            await workflow.wait_condition(lambda: bool(self._outbox))
+            batch = self._outbox[:MIRROR_BATCH_LIMIT]
+            await workflow.execute_activity(
+                MIRROR_EVENTS,
+                MirrorBatch(self._authority.group_id, self._principal.id, batch),
+                task_queue=self._input.mirror_task_queue or AUTHORITY_TASK_QUEUE,
+                start_to_close_timeout=timedelta(seconds=120),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(milliseconds=500),
+                    maximum_interval=timedelta(seconds=30),
+                ),
+                summary=f"mirror sequences {batch[0]['sequence']}..{batch[-1]['sequence']}",
+            )
+            del self._outbox[: len(batch)]
+
+    @workflow.query
+    def mirrored_through(self) -> int:
+        """The Group Event log holds every Event up to this sequence."""
+        return self._authority.sequence - len(self._outbox)
+
     # --- child Missions (spec 14) ----------------------------------------------------------
 
     def _link_missions(self, outcome: Outcome) -> None:
@@ -414,6 +462,7 @@ class MissionWorkflow:
             registry_notice=None,
             updates_per_run=self._input.updates_per_run,
             founding=event,
+            mirror_task_queue=self._input.mirror_task_queue,
         )
         try:
             await workflow.start_child_workflow(

@@ -170,12 +170,19 @@ async def _init(args: argparse.Namespace) -> int:
             f"the registry of {organization_id} already runs with another registry service key; "
             f"its key file is not in {keys.directory}"
         )
+    from mwp.authority_keys import AuthorityKeyring, provision_group_authority
+    from mwp.missions import group_authority
+
+    keyring = AuthorityKeyring.in_state_dir(args.state_dir)
+    authority = await provision_group_authority(registry, keyring, group_authority(organization_id))
     args.state_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"organizationId": organization_id}, indent=2) + "\n")
     print(f"Organization  {organization_id}")
     print(f"Registry      workflow {registry.workflow_id} (revision {await registry.revision()})")
     print(f"Service key   {registrar.key_id}")
     print(f"              {keys.path(REGISTRY_KEY_NAME)} (0600; keep it private)")
+    print(f"Authority key {authority.key_id}")
+    print(f"              signs the Group Event log; in {keyring.directory}")
     return 0
 
 

@@ -25,13 +25,28 @@ from typing import Any
 
 import pytest
 
+from mwp.authority_keys import AuthorityKeyring, provision_group_authority
 from mwp.client import Identity, MwpClient, OrganizationRegistryClient, connect
 from mwp.core.registry import Principal
 from mwp.dev_stack import BackgroundStack, StackConfig, free_port
+from mwp.missions import group_authority
 
 # Dynamic config of the test server. Later suites may lower limits here (for example
 # "limit.historyCount.suggestContinueAsNew") to reach continue-as-new quickly.
 TEST_DYNAMIC_CONFIG: dict[str, Any] = {}
+
+# The session stack's worker signs mirrored Events with keys from here (set by the fixture).
+_STACK: dict[str, Any] = {}
+
+
+def stack_keyring() -> AuthorityKeyring:
+    keyring: AuthorityKeyring = _STACK["keyring"]
+    return keyring
+
+
+def stack_log_location() -> str:
+    location: str = _STACK["log"]
+    return location
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +60,7 @@ def temporal_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backgro
         dynamic_config=TEST_DYNAMIC_CONFIG,
     )
     stack = BackgroundStack(config).start()
+    _STACK.update(keyring=AuthorityKeyring.in_state_dir(config.state_dir), log=config.log_location)
     try:
         yield stack
     finally:
@@ -82,6 +98,8 @@ async def new_organization(
         continue_as_new_after_events=continue_as_new_after_events,
         **options,
     )
+    # The Group Authority's key, so the stack's mirror can sign this Organization's Events.
+    await provision_group_authority(registry, stack_keyring(), group_authority(organization_id))
     return Organization(organization_id, registrar, registry)
 
 

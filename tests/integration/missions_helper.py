@@ -424,11 +424,15 @@ async def new_mission(
     updates_per_run: int | None = None,
     workers: int = 2,
     spares: int = 0,
+    mirror_task_queue: str | None = None,
 ) -> MissionRig:
     """A fresh Crew (unless given) and a Mission its owner created (update-with-start)."""
     crew = crew or await new_crew(client, workers=workers, spares=spares)
     missions = MissionClient(
-        client, crew.organization.organization_id, updates_per_run=updates_per_run
+        client,
+        crew.organization.organization_id,
+        updates_per_run=updates_per_run,
+        mirror_task_queue=mirror_task_queue,
     )
     command = create_command(crew)
     created = await missions.create_signed(command)

@@ -34,9 +34,10 @@ def test_registry_commands_go_from_nothing_to_a_verifiable_signed_command(
 
     code, out, err = _run(capsys, "registry", "init", "--org", organization, *common)
     assert code == 0, err
-    assert organization in out and "revision 1" in out
+    # The trust root (revision 1), then the Group Authority's key binding (revision 2).
+    assert organization in out and "revision 2" in out and "Authority key" in out
     code, out, _ = _run(capsys, "registry", "init", *common)  # idempotent
-    assert code == 0 and "revision 1" in out
+    assert code == 0 and "revision 2" in out
 
     code, out, err = _run(capsys, "registry", "add-human", "ada", *common)
     assert code == 0, err
@@ -61,7 +62,8 @@ def test_registry_commands_go_from_nothing_to_a_verifiable_signed_command(
     shown = json.loads(out)
     assert shown["sessionEpochs"] == {"urn:mwp:agent:builder": 2}
     assert shown["agentCards"] == {"urn:mwp:agent:builder": 1}
-    assert len(shown["evidence"]["bindings"]) == 3
+    # registry service, Group Authority, ada, builder
+    assert len(shown["evidence"]["bindings"]) == 4
     code, out, _ = _run(capsys, "registry", "show", *common)
     assert code == 0 and "urn:mwp:agent:builder" in out and "Session Epoch 2" in out
 

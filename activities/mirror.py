@@ -1,0 +1,44 @@
+"""The mirror: signs accepted Events with their Group Authority's key and appends them to the
+Group Event log (an object store: a folder or S3).
+
+A MissionWorkflow keeps every accepted Event in its outbox until this activity confirms it.
+The activity is idempotent (``GroupEventLog.seal_and_append`` writes each sequence at most
+once and Ed25519 signatures are deterministic), so a retry after a crash anywhere, or a batch
+re-sent by the next run after continue-as-new, writes exactly the same bytes or nothing.
+The batch itself is the activity's input in workflow history: ``mwp log rebuild`` reads the
+log back from there.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from mwp.authority_keys import AuthorityKeyring
+from mwp.group_log import GroupEventLog
+from mwp.mission_names import MIRROR_EVENTS, MirrorBatch
+from mwp.stores.objects import ObjectStore
+
+
+class Mirror:
+    """The activity, bound to the log store and the worker's authority keyring."""
+
+    def __init__(self, store: ObjectStore, keyring: AuthorityKeyring) -> None:
+        self.store = store
+        self.keyring = keyring
+
+    @activity.defn(name=MIRROR_EVENTS)
+    def mirror_events(self, batch: MirrorBatch) -> int:
+        """Seal and append the batch; the last sequence now in the log."""
+        identity = self.keyring.get(batch.authority_id)
+        if identity is None:
+            # Retried: the mirror catches up once the Organization is provisioned.
+            raise ApplicationError(
+                f"no signing key for Group Authority {batch.authority_id} in "
+                f"{self.keyring.directory}",
+                type="AuthorityKeyMissing",
+            )
+        log = GroupEventLog(self.store, batch.group_id)
+        result = log.seal_and_append(batch.events, identity.key_id, identity.key)
+        assert result.last_sequence is not None
+        return result.last_sequence

@@ -1,0 +1,138 @@
+"""The Group Event log mirror on a real dev server: every accepted Event of a Group, signed by
+its Group Authority and hash-chained, in the stack's log store; a mirror worker killed between
+acceptance and mirroring loses nothing, and unconfirmed Events survive continue-as-new."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+from mwp.client import MwpClient
+from mwp.dev_stack import BackgroundStack
+from mwp.group_log import GroupEventLog
+from mwp.stores.objects import open_store
+from tests.integration.conftest import stack_keyring, stack_log_location
+from tests.integration.missions_helper import (
+    MissionRig,
+    admit_workers,
+    assert_contiguous,
+    eventually,
+    new_mission,
+)
+
+
+async def _mirrored(rig: MissionRig, *, timeout: float = 20) -> GroupEventLog:
+    """Wait until the Mission reports its whole Group in the log; that log."""
+
+    async def caught_up() -> bool:
+        return await _through(rig) == await rig.mission.sequence()
+
+    await eventually(caught_up, timeout=timeout)
+    return GroupEventLog(open_store(stack_log_location()), rig.mission.group_id)
+
+
+async def test_every_accepted_event_is_signed_chained_and_stored(mwp_client: MwpClient) -> None:
+    rig = await new_mission(mwp_client)
+    await admit_workers(rig)
+    item = await rig.authorize()
+    await rig.complete(item, rig.crew.workers[0])
+
+    log = await _mirrored(rig)
+
+    entries = log.read(0, limit=10_000)
+    assert_contiguous([e.event for e in entries])
+    assert [e.event["eventId"] for e in entries] == [e["eventId"] for e in rig.log]
+    # The stored Events are the accepted ones, plus the Authority's signature and chain link.
+    for entry, accepted in zip(entries, rig.log, strict=True):
+        assert {k: v for k, v in entry.event.items() if k not in ("signature", "extensions")} == {
+            k: v for k, v in accepted.items() if k != "extensions"
+        }
+    evidence = await rig.crew.organization.registry.evidence()
+    verdict = log.verify_all(evidence)
+    assert verdict.ok, verdict.fault
+    assert verdict.last_sequence == await rig.mission.sequence()
+
+
+async def test_a_mirror_worker_killed_between_acceptance_and_mirroring_loses_nothing(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack
+) -> None:
+    queue = f"mwp-test-mirror-{uuid.uuid4().hex[:8]}"
+    rig = await new_mission(mwp_client, mirror_task_queue=queue)
+    await admit_workers(rig)
+    item = await rig.authorize()
+    # Accepted, and no mirror worker is running: nothing is in the log yet.
+    assert await _through(rig) == 0
+
+    first = _start_mirror_worker(temporal_stack.address, queue)
+    try:
+        await eventually(lambda: _through_above(rig, 0), timeout=30)
+    finally:
+        first.kill()  # SIGKILL: no shutdown, a write may be half done
+        first.wait(timeout=10)
+    offer = await rig.offer(item, rig.crew.workers[0])
+    await rig.accept(rig.crew.workers[0], item, offer["offers"][0]["offerId"])
+    assert await _through(rig) < await rig.mission.sequence()
+
+    second = _start_mirror_worker(temporal_stack.address, queue)
+    try:
+        log = await _mirrored(rig, timeout=60)
+    finally:
+        second.kill()
+        second.wait(timeout=10)
+    entries = log.read(0, limit=10_000)
+    assert [e.event["eventId"] for e in entries] == [e["eventId"] for e in rig.log]
+    verdict = log.verify_all(await rig.crew.organization.registry.evidence())
+    assert verdict.ok, verdict.fault
+    assert verdict.last_sequence == await rig.mission.sequence()
+
+
+async def test_unconfirmed_events_travel_across_continue_as_new(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack
+) -> None:
+    queue = f"mwp-test-mirror-{uuid.uuid4().hex[:8]}"
+    rig = await new_mission(mwp_client, mirror_task_queue=queue, updates_per_run=3)
+    await admit_workers(rig)
+    for _ in range(3):
+        await rig.authorize()
+    assert await rig.client.query(rig.workflow_id, "run_number") >= 2
+    assert await _through(rig) == 0  # every Event so far waits in the outbox
+
+    worker = _start_mirror_worker(temporal_stack.address, queue)
+    try:
+        log = await _mirrored(rig, timeout=60)
+    finally:
+        worker.kill()
+        worker.wait(timeout=10)
+    assert [e.event["eventId"] for e in log.read(0, limit=10_000)] == [
+        e["eventId"] for e in rig.log
+    ]
+    assert log.verify_all(await rig.crew.organization.registry.evidence()).ok
+
+
+async def _through(rig: MissionRig) -> int:
+    value: int = await rig.client.query(rig.workflow_id, "mirrored_through")
+    return value
+
+
+async def _through_above(rig: MissionRig, sequence: int) -> bool:
+    return await _through(rig) > sequence
+
+
+def _start_mirror_worker(address: str, queue: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.integration.mirror_worker",
+            "--address",
+            address,
+            "--task-queue",
+            queue,
+            "--keyring",
+            str(stack_keyring().directory),
+            "--log-store",
+            stack_log_location(),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
