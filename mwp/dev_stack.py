@@ -150,12 +150,13 @@ class StackConfig:
     run_worker: bool = True
     # Run the authority workflows in Temporal's sandbox (the default; see workers/authority.py).
     workflow_sandbox: bool = True
-    # The Group Event log: a folder or ``s3://bucket/prefix`` (default: ``<state_dir>/log``).
+    # The object store of the Group Event log (and Artifacts): a folder or
+    # ``s3://bucket/prefix`` (default: ``<state_dir>/objects``).
     log_store: str | None = None
 
     @property
     def log_location(self) -> str:
-        return self.log_store or str(self.state_dir / "log")
+        return self.log_store or str(self.state_dir / "objects")
 
     startup_timeout: float = 30.0
     stop_timeout: float = 10.0

@@ -75,7 +75,7 @@ async def run_authority_worker(
     """Run until SIGINT or SIGTERM, then shut down gracefully."""
     client = await Client.connect(address, namespace=namespace)
     mirror = Mirror(
-        open_store(log_store or state_dir / "log"), AuthorityKeyring.in_state_dir(state_dir)
+        open_store(log_store or state_dir / "objects"), AuthorityKeyring.in_state_dir(state_dir)
     )
     worker = build_authority_worker(client, mirror=mirror)
     stop = asyncio.Event()
@@ -92,11 +92,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--address", default="127.0.0.1:7233")
     parser.add_argument("--namespace", default="default")
     parser.add_argument(
-        "--state-dir", type=Path, default=Path(".mwp"), help="holds authority-keys/ (and log/)"
+        "--state-dir", type=Path, default=Path(".mwp"), help="holds authority-keys/ (and objects/)"
     )
     parser.add_argument(
         "--log-store",
-        help="the Group Event log: a folder or s3://bucket/prefix (default: STATE/log)",
+        help="the Group Event log: a folder or s3://bucket/prefix (default: STATE/objects)",
     )
     args = parser.parse_args(argv)
     asyncio.run(

@@ -7,10 +7,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 from mwp.client import MwpClient
 from mwp.dev_stack import BackgroundStack
 from mwp.group_log import GroupEventLog
+from mwp.log_rebuild import compare, rebuild
+from mwp.missions import group_authority
 from mwp.stores.objects import open_store
 from tests.integration.conftest import stack_keyring, stack_log_location
 from tests.integration.missions_helper import (
@@ -135,4 +138,37 @@ def _start_mirror_worker(address: str, queue: str) -> subprocess.Popen[bytes]:
             stack_log_location(),
         ],
         stdout=subprocess.DEVNULL,
+    )
+
+
+async def test_the_log_rebuilt_from_workflow_history_is_byte_identical(
+    mwp_client: MwpClient, tmp_path: Path
+) -> None:
+    rig = await new_mission(mwp_client, updates_per_run=3)  # several runs of history
+    await admit_workers(rig)
+    item = await rig.authorize()
+    offer = await rig.offer(item, rig.crew.workers[0])
+    await rig.accept(rig.crew.workers[0], item, offer["offers"][0]["offerId"])
+    await rig.authorize()
+    assert await rig.client.query(rig.workflow_id, "run_number") >= 3
+    mirrored = await _mirrored(rig)
+
+    authority = stack_keyring().get(group_authority(rig.crew.organization.organization_id).id)
+    assert authority is not None
+    destination = open_store(tmp_path / "rebuilt")
+    rebuilt = await rebuild(mwp_client.temporal, rig.mission.group_id, destination, authority)
+
+    assert rebuilt.events == await rig.mission.sequence() and rebuilt.runs >= 3
+    copy = GroupEventLog(destination, rig.mission.group_id)
+    assert compare(mirrored, copy).identical
+    assert copy.verify_all(await rig.crew.organization.registry.evidence()).ok
+    # A difference is found: one entry stored differently in the copy.
+    tampered = open_store(tmp_path / "tampered")
+    changed = [dict(e) for e in rig.log]
+    changed[-1]["correlationId"] = "urn:mwp:correlation:other"
+    GroupEventLog(tampered, rig.mission.group_id).seal_and_append(
+        changed, authority.key_id, authority.key
+    )
+    assert compare(mirrored, GroupEventLog(tampered, rig.mission.group_id)).first_difference == len(
+        changed
     )
