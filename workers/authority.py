@@ -22,7 +22,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.mirror import Mirror
 from mwp.authority_keys import AuthorityKeyring
-from mwp.stores.objects import open_store
+from mwp.stores.objects import S3ObjectStore, open_store
 from mwp.temporal_names import AUTHORITY_TASK_QUEUE
 from workers.registry import ACTIVITIES, SANDBOX_PASSTHROUGH_MODULES, WORKFLOWS
 
@@ -74,9 +74,10 @@ async def run_authority_worker(
 ) -> None:
     """Run until SIGINT or SIGTERM, then shut down gracefully."""
     client = await Client.connect(address, namespace=namespace)
-    mirror = Mirror(
-        open_store(log_store or state_dir / "objects"), AuthorityKeyring.in_state_dir(state_dir)
-    )
+    store = open_store(log_store or state_dir / "objects")
+    if isinstance(store, S3ObjectStore):
+        store.ensure_bucket()  # a fresh S3 server has no bucket yet
+    mirror = Mirror(store, AuthorityKeyring.in_state_dir(state_dir))
     worker = build_authority_worker(client, mirror=mirror)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
