@@ -7,6 +7,7 @@ from typing import Any
 
 from mwp.core.group import (
     approval,
+    artifact,
     child_mission,
     conversation,
     coordinator_lease,
@@ -30,6 +31,7 @@ _MODULES = (
     work_item,
     approval,
     execution_lease,
+    artifact,
     child_mission,
 )
 

@@ -598,6 +598,8 @@ class GroupState:
     messages: MessageWindow = field(default_factory=MessageWindow)
     receipts: ReceiptCache = field(default_factory=ReceiptCache)
     delegation_grants: dict[str, DelegationGrant] = field(default_factory=dict)
+    # Published Artifacts by content hash, in publication order (see artifact.py).
+    artifacts: dict[str, Json] = field(default_factory=dict)
     # Derived, not snapshotted: the budget allocated to WorkItems that are not cancelled.
     allocated: dict[str, Decimal] = field(default_factory=dict)
 
@@ -620,6 +622,7 @@ class GroupState:
                 "messages": self.messages.to_json(),
                 "receipts": self.receipts.to_json(),
                 "delegationGrants": [g.to_json() for g in self.delegation_grants.values()],
+                "artifacts": list(self.artifacts.values()),
             }
         )
 
@@ -645,6 +648,7 @@ class GroupState:
             messages=MessageWindow.from_json(data["groupId"], data["messages"]),
             receipts=ReceiptCache.from_json(data["receipts"]),
             delegation_grants={g.grant_id: g for g in grants},
+            artifacts={a["contentHash"]: a for a in data.get("artifacts", [])},
         )
         from mwp.core.group.budget import recount  # budget imports this module
 

@@ -33,6 +33,7 @@ MISSION_VIEW_EXTRAS = frozenset(
         "approval",
         "budgetAllocated",
         "closingReason",
+        "artifacts",
     }
 )
 
@@ -288,6 +289,7 @@ def mission_view(state: GroupState) -> Json:
                 if dimension in limits
             },
             "closingReason": mission.closing_reason,
+            "artifacts": [dict(entry) for entry in state.artifacts.values()],
         }
     )
     return view

@@ -6,6 +6,7 @@ the shell computes them. Epochs are filled in from current state unless a test o
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from typing import Any
 
@@ -174,6 +175,11 @@ def evidence() -> list[dict[str, Any]]:
 
 def item_id(name: str) -> str:
     return f"urn:example:work-item:{name}"
+
+
+def content_hash(name: str) -> str:
+    """A distinct ``sha256:`` content hash per name."""
+    return "sha256:" + hashlib.sha256(name.encode()).hexdigest()
 
 
 def assert_valid_event(event: dict[str, Any]) -> None:
@@ -391,7 +397,87 @@ class Harness:
             workItemId=item_id(name),
         )
 
+    def manifest(
+        self,
+        name: str,
+        worker: Principal = W1,
+        content: str = ARTIFACT_A,
+        sources: tuple[str, ...] = (),
+        **overrides: Any,
+    ) -> dict[str, Any]:
+        """A schema-valid Artifact manifest of ``content`` produced by ``worker`` for WorkItem
+        ``name`` (dummy signature: the shell, not the core, verifies it)."""
+        digits = content.removeprefix("sha256:")
+        manifest: dict[str, Any] = {
+            "artifactId": f"urn:example:artifact:{digits[:16]}",
+            "contentHash": content,
+            "uri": f"https://artifacts.example/sha256/{digits}",
+            "sizeBytes": 4096,
+            "mediaType": "text/x-diff",
+            "schemaUri": "urn:example:schema:opaque",
+            "producer": {
+                "agentId": worker.id,
+                "agentCardVersion": 1,
+                "capabilities": [CAPABILITY],
+            },
+            "missionId": self.authority.mission_id,
+            "groupId": self.group_id,
+            "workItemId": item_id(name),
+            "sourceArtifactHashes": list(sources),
+            "toolVersions": [{"name": "git", "version": "2.50.0"}],
+            "modelVersions": [],
+            "classification": "internal",
+            "createdAt": self.now,
+        }
+        manifest.update(overrides)
+        manifest["signature"] = {
+            "algorithm": "Ed25519",
+            "keyId": "urn:example:key:" + worker.id.rsplit(":", 1)[-1],
+            "createdAt": manifest["createdAt"],
+            "value": SIGNATURE_VALUE,
+        }
+        return manifest
+
+    def publish_payload(
+        self,
+        name: str,
+        worker: Principal = W1,
+        content: str = ARTIFACT_A,
+        sources: tuple[str, ...] = (),
+        external: tuple[str, ...] = (),
+        **overrides: Any,
+    ) -> dict[str, Any]:
+        payload = self.owner_payload(
+            name, manifest=self.manifest(name, worker, content, sources, **overrides)
+        )
+        if external:
+            payload["externalSourceHashes"] = list(external)
+        return payload
+
+    def publish(
+        self,
+        name: str,
+        worker: Principal = W1,
+        content: str = ARTIFACT_A,
+        sources: tuple[str, ...] = (),
+        external: tuple[str, ...] = (),
+        **overrides: Any,
+    ) -> Outcome:
+        """``artifact.publish`` of ``content`` by the owner of the active WorkItem ``name``."""
+        return self.submit(
+            worker,
+            "artifact.publish",
+            self.publish_payload(name, worker, content, sources, external, **overrides),
+            workItemId=item_id(name),
+        )
+
+    def published(self) -> set[str]:
+        return {a["contentHash"] for a in self.authority.mission_view().get("artifacts", [])}
+
     def submit_work(self, name: str, worker: Principal = W1) -> Outcome:
+        """Publish ARTIFACT_A (unless the Group has it) and submit it with full Evidence."""
+        if ARTIFACT_A not in self.published():
+            self.publish(name, worker)
         return self.submit(
             worker,
             "work.submit",

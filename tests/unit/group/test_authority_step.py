@@ -340,7 +340,7 @@ def test_malformed_commands_get_typed_errors() -> None:
 
 def test_an_unsupported_kind_in_an_existing_group_is_invalid_command() -> None:
     h = mission_harness()
-    h.reject(ErrorCode.INVALID_COMMAND, COORD, "artifact.publish", {})
+    h.reject(ErrorCode.INVALID_COMMAND, COORD, "policy.grant_cooperation_override", {})
     h.reject(ErrorCode.INVALID_COMMAND, COORD, "ext.acme.custom.thing", {})
 
 

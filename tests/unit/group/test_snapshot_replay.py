@@ -20,6 +20,7 @@ from tests.unit.group.harness import (
     W2,
     W3,
     Harness,
+    content_hash,
     contract,
     fingerprint,
     full_budget,
@@ -32,6 +33,7 @@ from tests.unit.group.harness import (
 from tests.unit.group.test_child_missions import Family
 
 TEXT = {"content": [{"type": "text", "text": "Status."}]}
+EXTERNAL = content_hash("external")
 
 
 def rich_history() -> Harness:
@@ -88,6 +90,9 @@ def rich_history() -> Harness:
     h.offer("a", W2)
     h.accept("a", W2)
     h.start("a", W2)
+    # Artifacts with provenance: A from an external source, a report derived from A.
+    h.publish("a", W2, ARTIFACT_A, sources=(EXTERNAL,), external=(EXTERNAL,))
+    h.publish("a", W2, content_hash("report"), sources=(ARTIFACT_A,))
     h.submit_work("a", W2)
     h.accept_result("a")
     h.drive("b", "queued")
@@ -238,6 +243,8 @@ def test_snapshot_restore_round_trips_through_json_and_keeps_working() -> None:
     restored = GroupAuthority.restore(snapshot)
 
     assert restored.snapshot() == h.authority.snapshot()
+    assert len(snapshot["state"]["artifacts"]) == 2
+    assert restored.mission_view()["artifacts"] == h.authority.mission_view()["artifacts"]
     assert (restored.group_id, restored.mission_id, restored.sequence) == (
         h.authority.group_id,
         h.authority.mission_id,
@@ -326,10 +333,12 @@ def test_a_mid_flight_group_restores_and_replays_identically() -> None:
         h.owner_payload("a", progress=progress()),
         workItemId=item_id("a"),
     )
+    h.publish("a")
     h.drive("b", "blocked")
     h.drive("c", "offered")
     h.authorize("d", budget={"currency": "USD", "financialLimit": 12.5})
     live = h.authority.snapshot()
+    assert [a["contentHash"] for a in live["state"]["artifacts"]] == [ARTIFACT_A]
 
     restored = GroupAuthority.restore(json.loads(json.dumps(live)))
     rebuilt = replay(h.events)
@@ -341,3 +350,12 @@ def test_a_mid_flight_group_restores_and_replays_identically() -> None:
         assert other.timers() == h.authority.timers()
         for work_item_id in h.authority.work_item_ids():
             assert other.work_item_view(work_item_id) == h.authority.work_item_view(work_item_id)
+
+
+def test_a_snapshot_from_before_artifacts_restores_with_none_published() -> None:
+    h = mission_harness()
+    snapshot = json.loads(json.dumps(h.authority.snapshot()))
+    del snapshot["state"]["artifacts"]
+    restored = GroupAuthority.restore(snapshot)
+    assert restored.mission_view()["artifacts"] == []
+    assert restored.snapshot() == h.authority.snapshot()

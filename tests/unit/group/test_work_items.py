@@ -12,6 +12,7 @@ from mwp.core.registry import Principal
 from mwp.models import validate_document
 from tests.unit.group.harness import (
     ARTIFACT_A,
+    ARTIFACT_B,
     CAPABILITY,
     CONTEXT_PACKAGE,
     COORD,
@@ -851,6 +852,7 @@ TABLE = {
     "work.block": {"active"},
     "work.unblock": {"blocked"},
     "work.submit": {"active"},
+    "artifact.publish": {"active"},
     "work.accept_result": {"submitted"},
     "work.fail": UNFINISHED,
     "work.cancel": UNFINISHED,
@@ -885,6 +887,7 @@ def _table_command(h: Harness, kind: str, name: str) -> tuple[Principal, dict[st
         "work.block": (W1, {**owner, "requiredResolution": "Waiting."}),
         "work.unblock": (COORD, {}),
         "work.submit": (W1, {**owner, "artifactHashes": [ARTIFACT_A], "evidence": evidence()}),
+        "artifact.publish": (W1, {**owner, "manifest": h.manifest(name, W1, ARTIFACT_B)}),
         "work.accept_result": (COORD, {}),
         "work.fail": (COORD, {"reason": "x", "failureEvidenceIds": ["urn:example:evidence:f"]}),
         "work.cancel": (COORD, {}),
@@ -905,6 +908,8 @@ def test_work_item_state_table(state: str, kind: str) -> None:
         h.offer("x", W1)
         h.accept("x", W1)
     assert h.view("x")["state"] == state
+    if kind == "work.submit" and state == "active":
+        h.publish("x")  # a submission names published Artifacts only
     actor, payload = _table_command(h, kind, "x")
     if state in TABLE[kind]:
         outcome = h.submit(actor, kind, payload, workItemId=item_id("x"))
