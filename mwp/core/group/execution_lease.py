@@ -310,6 +310,14 @@ def _decide_submit(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
     lease = require_lease(item, cmd, ctx)
     p = cmd.payload
     artifacts = p.sha256_list("artifactHashes", min_items=1)
+    # A submitted Artifact is one whose signed manifest the Group holds (artifact.publish).
+    unpublished = [h for h in artifacts if h not in state.artifacts]
+    if unpublished:
+        invalid(
+            "every submitted Artifact must be published in this Group first",
+            member="payload.artifactHashes",
+            unpublishedArtifacts=unpublished,
+        )
     known = set(criterion_ids(item.contract))
     covered: set[str] = set()
     evidence = []

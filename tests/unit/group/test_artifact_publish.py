@@ -433,6 +433,29 @@ def test_publishing_an_external_ancestor_may_not_close_a_cycle() -> None:
 # --- submission ----------------------------------------------------------------------------------
 
 
+def test_a_submission_names_published_artifacts_only() -> None:
+    h = _active()
+    error = h.reject(
+        ErrorCode.INVALID_COMMAND,
+        W1,
+        "work.submit",
+        _submission(h, "a", ARTIFACT_A),
+        workItemId=item_id("a"),
+    )
+    assert error.details is not None and error.details["unpublishedArtifacts"] == [ARTIFACT_A]
+    h.publish("a")
+    error = h.reject(
+        ErrorCode.INVALID_COMMAND,
+        W1,
+        "work.submit",
+        _submission(h, "a", ARTIFACT_A, ARTIFACT_B),
+        workItemId=item_id("a"),
+    )
+    assert error.details is not None and error.details["unpublishedArtifacts"] == [ARTIFACT_B]
+    outcome = h.submit(W1, "work.submit", _submission(h, "a", ARTIFACT_A), workItemId=item_id("a"))
+    assert outcome.events[0]["payload"]["submission"]["artifactHashes"] == [ARTIFACT_A]
+
+
 def test_a_later_owner_may_submit_what_a_fenced_owner_published() -> None:
     h = _active()
     h.publish("a")

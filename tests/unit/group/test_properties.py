@@ -4,7 +4,7 @@
 * a rejected Command carries a typed error (never ``INTERNAL_ERROR``) and changes nothing;
 * a byte-equal retry returns the original receipt and changes nothing;
 * every WorkItem has at most one owner, owners exist exactly in the owned states, and at most
-  one offer of a round is accepted;
+  one offer of a round is accepted; a submission names published Artifacts only;
 * replaying the log rebuilds the same state.
 """
 
@@ -20,12 +20,12 @@ from mwp.core.group import replay
 from mwp.core.group.clock import plus_seconds
 from mwp.core.registry import Principal
 from tests.unit.group.harness import (
-    ARTIFACT_A,
     COORD,
     W1,
     W2,
     W3,
     Harness,
+    content_hash,
     contract,
     evidence,
     fingerprint,
@@ -132,7 +132,18 @@ def _build(h: Harness, op: int, name: str, worker: Principal) -> dict[str, Any] 
         return h.command(
             worker,
             "work.submit",
-            {**_owner_payload(h, name), "artifactHashes": [ARTIFACT_A], "evidence": evidence()},
+            {
+                **_owner_payload(h, name),
+                "artifactHashes": [content_hash(name)],
+                "evidence": evidence(),
+            },
+            **target,
+        )
+    if op == 21:
+        return h.command(
+            worker,
+            "artifact.publish",
+            {**_owner_payload(h, name), "manifest": h.manifest(name, worker, content_hash(name))},
             **target,
         )
     if op == 9:
@@ -147,7 +158,9 @@ def _build(h: Harness, op: int, name: str, worker: Principal) -> dict[str, Any] 
     if op == 11:
         return h.command(COORD, "work.cancel", {}, **target)
     if op == 12:
-        return h.command(COORD, "mission.submit_for_approval", {"artifactHashes": [ARTIFACT_A]})
+        return h.command(
+            COORD, "mission.submit_for_approval", {"artifactHashes": [content_hash(name)]}
+        )
     if op == 13:
         return h.command(COORD, "mission.renew_coordinator", {})
     if op == 14:
@@ -173,7 +186,7 @@ def _next_step(h: Harness, name: str, worker: Principal) -> dict[str, Any] | Non
             next((w for w in WORKERS if pending and w.id == pending[0]["agentId"]), worker),
         ),
         "queued": (3, owner),
-        "active": (8, owner),
+        "active": (8 if content_hash(name) in h.published() else 21, owner),
         "blocked": (7, owner),
         "submitted": (9, owner),
     }.get(state)
@@ -202,6 +215,7 @@ def _corrupt(command: dict[str, Any], how: str | None, h: Harness) -> dict[str, 
 
 
 def _check_invariants(h: Harness) -> None:
+    published = h.published()
     for work_item_id in h.authority.work_item_ids():
         view = h.authority.work_item_view(work_item_id)
         assert ("owner" in view) == (view["state"] in OWNED), view
@@ -211,9 +225,11 @@ def _check_invariants(h: Harness) -> None:
         assert len(accepted) <= 1
         if view["state"] == "offered":
             assert "owner" not in view
+        if "submission" in view:
+            assert set(view["submission"]["artifactHashes"]) <= published
 
 
-# Operations 0-14 and 19 build Commands (see _build), 20 the item's natural next Command;
+# Operations 0-14, 19 and 21 build Commands (see _build), 20 the item's natural next Command;
 # 15 advances time, 16 fires every timer, 17 resends the last accepted Command, 18 reuses
 # its Action ID for other content.
 OPERATIONS = [
@@ -239,6 +255,7 @@ OPERATIONS = [
     17,
     18,
     19,
+    21,
     *[20] * 30,
 ]
 
