@@ -11,9 +11,11 @@ in-process authority worker, runs the measurements below, prints a table and sto
    argument; ``--in-flight`` Updates at a time. Measured first and again last (4.).
 2. **Commands/s at the start**: one Mission; ``--in-flight`` independent WorkItem lifecycles at
    a time (``work.authorize`` -> ``work.offer`` -> ``work.accept_offer`` -> ``work.start`` ->
-   ``work.submit`` -> ``work.accept_result``; each item's steps in order, each Command signed by
-   the Coordinator or the item's Worker and decided by the Mission's Group Authority), so
-   ``--in-flight`` Commands are in flight.
+   ``artifact.publish`` -> ``work.submit`` -> ``work.accept_result``; each item's steps in
+   order, each Command signed by the Coordinator or the item's Worker and decided by the
+   Mission's Group Authority, the Artifact manifest verified against the Registry too), so
+   ``--in-flight`` Commands are in flight. Every accepted Event is also mirrored into the
+   signed Group Event log (the stack's folder store) while the clock runs.
 3. The Group is driven past ``--events`` Events with the same lifecycles (untimed), then the
    lifecycle workload of 2 is measured again.
 
@@ -21,11 +23,12 @@ A rate is accepted Commands over the wall-clock time from the first send to the 
 Inside it: the client's Update round trips, the Authority's six-stage verification, its
 decisions, the WorkItem children's starts and signals, continue-as-new rollovers, the
 ``BACKPRESSURE`` answers while one is due (retried after ``retryAfterMs`` and counted), and
-signing of the three Commands whose content depends on an earlier answer (``accept_offer``,
-``start``, ``submit``). Outside it: setup (Registry, Mission, Memberships) and signing the other
-three (``authorize``, ``offer``, ``accept_result``), client work that no answer changes (about
-0.1 ms each). The CPU columns are CPU milliseconds per accepted operation of this process
-(client and worker, all threads) and of the Temporal server process.
+signing of the four Commands whose content depends on an earlier answer (``accept_offer``,
+``start``, ``publish``, ``submit``). Outside it: setup (Registry, Mission, Memberships) and
+signing the other three and the Artifact manifest (``authorize``, ``offer``,
+``accept_result``), client work that no answer changes (about 0.1 ms each). The CPU columns
+are CPU milliseconds per accepted operation of this process (client and worker, all threads)
+and of the Temporal server process.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from mwp.authority_keys import AuthorityKeyring, provision_group_authority
-from mwp.client import Identity, MwpClient, new_id
+from mwp.client import Identity, MwpClient, new_id, utc_now
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.registry import Principal
 from mwp.dev_stack import WAL_PRAGMAS, DevStack, free_port, stack_config
@@ -70,7 +73,7 @@ from mwp.missions import (
 from mwp.scenario import (
     definition_of_done,
     evidence_for,
-    result_artifact_hash,
+    result_manifest,
     selection_basis,
     work_contract,
 )
@@ -81,7 +84,7 @@ ORGANIZATION = "urn:mwp:organization:bench"
 NOOP_TASK_QUEUE = "mwp-bench-noop"
 # Room for every WorkItem budget of the run (each contract holds USD 10 and 100 tool calls).
 MISSION_BUDGET = {"currency": "USD", "financialLimit": 10_000_000, "toolCallLimit": 1_000_000_000}
-STEPS = 6  # Commands (and Events) per WorkItem lifecycle
+STEPS = 7  # Commands (and Events) per WorkItem lifecycle
 
 # --- the no-op workflow ---------------------------------------------------------------------
 
@@ -256,6 +259,14 @@ class GroupLoad:
                     "accept_result": self._sign(
                         coordinator, "work.accept_result", {"comments": "Reviewed."}, item
                     ),
+                    "manifest": result_manifest(
+                        worker,
+                        mission_id=self.mission.mission_id,
+                        group_id=self.mission.group_id,
+                        work_item_id=item,
+                        text=contract["goal"],
+                        created_at=utc_now(),
+                    ),
                 }
             )
         return plans
@@ -317,10 +328,13 @@ class GroupLoad:
             lease = (await self.mission.work_item(item))["executionLease"]["leaseId"]
         else:
             lease = _event(started, "work.started")["payload"]["executionLease"]["leaseId"]
+        manifest = plan["manifest"]
+        publication = {"ownershipEpoch": epoch, "leaseId": lease, "manifest": manifest}
+        await self._send(self._sign(worker, "artifact.publish", publication, item))
         submission = {
             "ownershipEpoch": epoch,
             "leaseId": lease,
-            "artifactHashes": [result_artifact_hash(item, contract["goal"])],
+            "artifactHashes": [manifest["contentHash"]],
             "evidence": evidence_for(contract, item),
         }
         await self._send(self._sign(worker, "work.submit", submission, item))
@@ -406,7 +420,7 @@ async def open_mission(
     updates_per_run: int | None = None,
 ) -> tuple[MissionHandle, Actors]:
     """A Registry with a human owner, a Coordinator and ``workers`` Workers, and one Mission
-    whose Workers are already members (so each lifecycle is exactly six Commands and Events)."""
+    whose Workers are already members (so each lifecycle is exactly seven Commands and Events)."""
     registrar = Identity.generate(Principal("service", f"{ORGANIZATION}:service:registry"))
     registry = await client.start_registry(ORGANIZATION, registrar)
     # The Group Event log is written as the Group runs: its mirror is part of what is measured.
@@ -588,7 +602,11 @@ def main() -> None:
     parser.add_argument(
         "--unsandboxed", action="store_true", help="run every workflow without the sandbox"
     )
-    parser.add_argument("--sqlite-wal", action="store_true", help="the server's SQLite in WAL mode")
+    parser.add_argument(
+        "--sqlite-default-journal",
+        action="store_true",
+        help="the server's SQLite without the embedded stack's WAL pragmas",
+    )
     args = parser.parse_args()
 
     def out(line: str) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mwp.authority_keys import AuthorityKeyring, provision_group_authority
-from mwp.client import Identity, KeyStore, MwpClient, new_id
+from mwp.client import Identity, KeyStore, MwpClient, new_id, utc_now
 from mwp.core.registry import Principal, RegistryEvidence
 from mwp.group_log import GroupEventLog
 from mwp.missions import MissionClient, MissionHandle, group_authority, in_seconds
@@ -25,10 +25,11 @@ from mwp.scenario import (
     definition_of_done,
     evidence_for,
     mission_budget,
-    result_artifact_hash,
+    result_manifest,
     selection_basis,
     work_contract,
 )
+from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import open_store
 
 ORGANIZATION = "urn:mwp:organization:demo"
@@ -49,6 +50,7 @@ async def run_mission_demo(
 ) -> bool:
     registry = await client.start_registry(ORGANIZATION, registrar)
     await provision_group_authority(registry, keyring, group_authority(ORGANIZATION))
+    artifact_store = ArtifactStore(open_store(log_location))
     # Each run brings its own people and agents, so runs never collide in a kept stack.
     run = new_id().rsplit("-", 1)[-1]
     owner = Identity.generate(Principal("human", f"urn:mwp:human:owner-{run}"))
@@ -117,7 +119,22 @@ async def run_mission_demo(
         epoch = _event(accepted, "work.offer.accepted")["payload"]["owner"]["ownershipEpoch"]
         started = await work("work.start", {"ownershipEpoch": epoch}, item)
         lease = _event(started, "work.started")["payload"]["executionLease"]["leaseId"]
-        artifact = result_artifact_hash(item, goal)
+        # The Worker stores its result in the Artifact store and publishes its signed manifest.
+        manifest = result_manifest(
+            worker,
+            mission_id=mission.mission_id,
+            group_id=mission.group_id,
+            work_item_id=item,
+            text=goal,
+            created_at=utc_now(),
+            store=artifact_store,
+        )
+        artifact = manifest["contentHash"]
+        await work(
+            "artifact.publish",
+            {"ownershipEpoch": epoch, "leaseId": lease, "manifest": manifest},
+            item,
+        )
         await work(
             "work.submit",
             {
@@ -174,9 +191,14 @@ async def _check_log(
     stored = [entry.event["eventId"] for entry in log.read(0, limit=len(events) + 1)]
     if stored != [e["eventId"] for e in events]:
         raise DemoFailedError("the Group Event log differs from the accepted Events")
+    artifacts = ArtifactStore(open_store(log_location))
+    for entry in log.read(0, limit=len(events) + 1):
+        if entry.event["kind"] == "artifact.published":
+            artifacts.get(entry.event["payload"]["manifest"]["contentHash"])  # hash-checked
     out(
         f"\nGroup Event log: {verdict.verified} Events signed by the Group Authority, "
-        f"hash-chained and verified, in {log_location}"
+        f"hash-chained and verified, in {log_location}; every published Artifact read back "
+        "and its content hash checked"
     )
 
 

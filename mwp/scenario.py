@@ -7,9 +7,13 @@ objects the same way instead of repeating them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mwp.core.jcs import sha256_ref
+
+if TYPE_CHECKING:
+    from mwp.client import Identity
+    from mwp.stores.artifacts import ArtifactStore
 
 CAPABILITY = {"id": "mwp.dev.general", "version": "1.0.0"}
 
@@ -90,9 +94,52 @@ def selection_basis(available_at: str, capability: dict[str, str] = CAPABILITY) 
     }
 
 
+def result_content(work_item_id: str, text: str) -> bytes:
+    """The bytes of a WorkItem's result in these scenarios."""
+    return f"{work_item_id}\n{text}".encode()
+
+
 def result_artifact_hash(work_item_id: str, text: str) -> str:
-    """A content hash standing in for a produced Artifact (the store comes with the log issue)."""
-    return sha256_ref(f"{work_item_id}\n{text}".encode())
+    """The content hash of :func:`result_content`."""
+    return sha256_ref(result_content(work_item_id, text))
+
+
+def result_manifest(
+    producer: Identity,
+    *,
+    mission_id: str,
+    group_id: str,
+    work_item_id: str,
+    text: str,
+    created_at: str,
+    store: ArtifactStore | None = None,
+    capability: dict[str, str] = CAPABILITY,
+) -> dict[str, Any]:
+    """The producer-signed manifest of the result Artifact of ``work_item_id``. With a
+    ``store`` the content is stored there first (its URI is the store's); without, the URI
+    names the content hash only."""
+    from mwp.stores.artifacts import StoredContent, new_manifest, sign_manifest
+
+    data = result_content(work_item_id, text)
+    if store is not None:
+        content = store.put(data)
+    else:
+        digest = sha256_ref(data)
+        content = StoredContent(digest, len(data), f"urn:mwp:artifact:{digest[7:]}", False)
+    manifest = new_manifest(
+        content,
+        artifact_id=f"urn:mwp:artifact:{content.content_hash[7:39]}",
+        media_type="text/plain",
+        schema_uri="urn:mwp:schema:text",
+        producer_agent_id=producer.principal.id,
+        agent_card_version=1,
+        capabilities=[capability],
+        mission_id=mission_id,
+        group_id=group_id,
+        work_item_id=work_item_id,
+        created_at=created_at,
+    )
+    return sign_manifest(manifest, producer.key_id, producer.key)
 
 
 def evidence_for(contract: dict[str, Any], work_item_id: str) -> list[dict[str, Any]]:

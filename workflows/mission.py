@@ -45,9 +45,10 @@ with workflow.unsafe.imports_passed_through():
         Outcome,
         TimerFired,
     )
+    from mwp.core.group.artifact import embedded_manifest
     from mwp.core.jcs import canonicalize, sha256_ref
     from mwp.core.registry import Principal
-    from mwp.core.signed_document import verify
+    from mwp.core.signed_document import PROFILES, verify, verify_value
     from mwp.core.values import format_utc
     from mwp.mission_names import (
         MIRROR_BATCH_LIMIT,
@@ -292,6 +293,12 @@ class MissionWorkflow:
             )
         try:
             verified = verify(wire.encode("utf-8"), "command", evidence)
+            if verified.document.get("kind") == "artifact.publish":
+                # The manifest is signed by its producer: verified here, where the Registry
+                # evidence is, before the core decides on its content.
+                verify_value(
+                    embedded_manifest(verified.document["payload"]), PROFILES["artifact"], evidence
+                )
         except MwpError as exc:
             raise to_application_error(exc, now) from None
         envelope = Envelope(

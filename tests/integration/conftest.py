@@ -85,7 +85,11 @@ class Organization:
 
 
 async def new_organization(
-    client: MwpClient, *, continue_as_new_after_events: int | None = None, **options: Any
+    client: MwpClient,
+    *,
+    continue_as_new_after_events: int | None = None,
+    provision_authority: bool = True,
+    **options: Any,
 ) -> Organization:
     organization_id = f"urn:mwp:organization:test-{uuid.uuid4().hex[:12]}"
     # Valid since long ago, so tests can sign Commands with older (stale) issue times.
@@ -98,14 +102,16 @@ async def new_organization(
         continue_as_new_after_events=continue_as_new_after_events,
         **options,
     )
-    # The Group Authority's key, so the stack's mirror can sign this Organization's Events.
-    await provision_group_authority(registry, stack_keyring(), group_authority(organization_id))
+    if provision_authority:
+        # The Group Authority's key, so the stack's mirror can sign this Organization's Events.
+        await provision_group_authority(registry, stack_keyring(), group_authority(organization_id))
     return Organization(organization_id, registrar, registry)
 
 
 @pytest.fixture
 async def organization(mwp_client: MwpClient) -> Organization:
-    return await new_organization(mwp_client)
+    """A bare Organization: only the registry's own binding (no Group Authority key yet)."""
+    return await new_organization(mwp_client, provision_authority=False)
 
 
 @asynccontextmanager

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import pytest
 
-from mwp.client import Identity, MwpClient, new_id, wire_text
+from mwp.client import Identity, MwpClient, new_id, utc_now, wire_text
 from mwp.core.errors import ErrorCode
 from mwp.core.registry import Principal
 from mwp.missions import (
@@ -35,6 +35,7 @@ from mwp.scenario import (
     evidence_for,
     mission_budget,
     result_artifact_hash,
+    result_manifest,
     selection_basis,
     work_contract,
 )
@@ -344,15 +345,34 @@ class MissionRig:
             "evidence": evidence_for(item.contract, item.work_item_id),
         }
 
+    async def publish(
+        self, worker: Identity, item: WorkItemRef, epoch: int, lease_id: str
+    ) -> dict[str, Any]:
+        """``artifact.publish`` of the item's result, its manifest signed by ``worker``."""
+        manifest = result_manifest(
+            worker,
+            mission_id=self.mission.mission_id,
+            group_id=self.mission.group_id,
+            work_item_id=item.work_item_id,
+            text=item.contract["goal"],
+            created_at=utc_now(),
+        )
+        return await self.send(
+            worker,
+            "artifact.publish",
+            {"ownershipEpoch": epoch, "leaseId": lease_id, "manifest": manifest},
+            work_item_id=item.work_item_id,
+        )
+
     async def submit(
         self, worker: Identity, item: WorkItemRef, epoch: int, lease_id: str
     ) -> dict[str, Any]:
-        return await self.send(
-            worker,
-            "work.submit",
-            self.submission(item, epoch, lease_id),
-            work_item_id=item.work_item_id,
-        )
+        """Publish the result Artifact (unless the Group has it), then ``work.submit`` it."""
+        submission = self.submission(item, epoch, lease_id)
+        published = {a["contentHash"] for a in (await self.mission.view()).get("artifacts", [])}
+        if not set(submission["artifactHashes"]) <= published:
+            await self.publish(worker, item, epoch, lease_id)
+        return await self.send(worker, "work.submit", submission, work_item_id=item.work_item_id)
 
     async def accept_result(self, item: WorkItemRef) -> dict[str, Any]:
         return await self.coordinate(

@@ -254,6 +254,7 @@ async def test_a_mission_from_creation_to_approval_on_the_update_path(
         "membership.changed",  # ... activated by the acceptance
         "work.offer.accepted",
         "work.started",
+        "artifact.published",
         "work.submitted",
         "work.result.accepted",
         "mission.submitted_for_approval",

@@ -363,7 +363,9 @@ async def test_session_open_needs_a_registered_agent_and_a_session_authority(
 
 async def test_a_listed_session_authority_may_open_sessions(mwp_client: MwpClient) -> None:
     identity_service = Identity.generate(Principal("service", "urn:mwp:service:identity-authority"))
-    org = await new_organization(mwp_client, session_authorities=[identity_service.principal.id])
+    org = await new_organization(
+        mwp_client, session_authorities=[identity_service.principal.id], provision_authority=False
+    )
     builder = org.identity("agent", "builder")
     await org.registry.register_binding(builder)
     await org.registry.register_binding(identity_service)
@@ -372,7 +374,9 @@ async def test_a_listed_session_authority_may_open_sessions(mwp_client: MwpClien
 
 
 async def test_continue_as_new_keeps_the_whole_state(mwp_client: MwpClient) -> None:
-    org = await new_organization(mwp_client, continue_as_new_after_events=30)
+    org = await new_organization(
+        mwp_client, continue_as_new_after_events=30, provision_authority=False
+    )
     registry = org.registry
     first_run = (await registry.view())["runId"]
     builder = org.identity("agent", "builder")
@@ -408,7 +412,9 @@ async def test_continue_as_new_keeps_the_whole_state(mwp_client: MwpClient) -> N
 
 
 async def test_subscribers_get_notices_of_every_change(mwp_client: MwpClient) -> None:
-    org = await new_organization(mwp_client, continue_as_new_after_events=40)
+    org = await new_organization(
+        mwp_client, continue_as_new_after_events=40, provision_authority=False
+    )
     registry = org.registry
     builder = org.identity("agent", "builder")
     async with authority_worker_on(mwp_client, [RegistrySubscriberProbe]) as queue:
@@ -451,7 +457,7 @@ async def test_subscribers_get_notices_of_every_change(mwp_client: MwpClient) ->
 
 
 async def test_a_vanished_subscriber_is_dropped(mwp_client: MwpClient) -> None:
-    org = await new_organization(mwp_client)
+    org = await new_organization(mwp_client, provision_authority=False)
     async with authority_worker_on(mwp_client, [RegistrySubscriberProbe]) as queue:
         probe = await mwp_client.temporal.start_workflow(
             RegistrySubscriberProbe.run,
