@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from mwp.client import MwpClient
@@ -67,22 +69,14 @@ async def test_a_mirror_worker_killed_between_acceptance_and_mirroring_loses_not
     # Accepted, and no mirror worker is running: nothing is in the log yet.
     assert await _through(rig) == 0
 
-    first = _start_mirror_worker(temporal_stack.address, queue)
-    try:
+    with mirror_worker(temporal_stack.address, queue):  # SIGKILLed on leaving
         await eventually(lambda: _through_above(rig, 0), timeout=30)
-    finally:
-        first.kill()  # SIGKILL: no shutdown, a write may be half done
-        first.wait(timeout=10)
     offer = await rig.offer(item, rig.crew.workers[0])
     await rig.accept(rig.crew.workers[0], item, offer["offers"][0]["offerId"])
     assert await _through(rig) < await rig.mission.sequence()
 
-    second = _start_mirror_worker(temporal_stack.address, queue)
-    try:
+    with mirror_worker(temporal_stack.address, queue):
         log = await _mirrored(rig, timeout=60)
-    finally:
-        second.kill()
-        second.wait(timeout=10)
     entries = log.read(0, limit=10_000)
     assert [e.event["eventId"] for e in entries] == [e["eventId"] for e in rig.log]
     verdict = log.verify_all(await rig.crew.organization.registry.evidence())
@@ -101,12 +95,8 @@ async def test_unconfirmed_events_travel_across_continue_as_new(
     assert await rig.client.query(rig.workflow_id, "run_number") >= 2
     assert await _through(rig) == 0  # every Event so far waits in the outbox
 
-    worker = _start_mirror_worker(temporal_stack.address, queue)
-    try:
+    with mirror_worker(temporal_stack.address, queue):
         log = await _mirrored(rig, timeout=60)
-    finally:
-        worker.kill()
-        worker.wait(timeout=10)
     assert [e.event["eventId"] for e in log.read(0, limit=10_000)] == [
         e["eventId"] for e in rig.log
     ]
@@ -122,8 +112,11 @@ async def _through_above(rig: MissionRig, sequence: int) -> bool:
     return await _through(rig) > sequence
 
 
-def _start_mirror_worker(address: str, queue: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+@contextmanager
+def mirror_worker(address: str, queue: str) -> Iterator[None]:
+    """A mirror worker process on ``queue``, killed with SIGKILL (no shutdown) on leaving:
+    a write may be half done, as when a worker dies."""
+    process = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -139,6 +132,11 @@ def _start_mirror_worker(address: str, queue: str) -> subprocess.Popen[bytes]:
         ],
         stdout=subprocess.DEVNULL,
     )
+    try:
+        yield
+    finally:
+        process.kill()
+        process.wait(timeout=10)
 
 
 async def test_the_log_rebuilt_from_workflow_history_is_byte_identical(

@@ -143,24 +143,13 @@ class GroupAuthority:
         if not expiry_draft(item, timer.kind, timer.token, ctx.now, drafts):
             return None
         cause_id = derive_id(state.group_id, "timer", timer.kind, timer.token)
-        events = self._apply(
+        return self._record(
             drafts,
-            group_id=state.group_id,
-            actor=ctx.authority.to_json(),
             cause={"type": "timer", "id": cause_id},
+            actor=ctx.authority.to_json(),
             correlation_id=item.work_item_id,
-            command_hash=None,
             ctx=ctx,
         )
-        entry = ReceiptEntry(
-            "",
-            events[0]["sequence"],
-            events[-1]["sequence"],
-            events[-1]["aggregateRevision"],
-            ctx.now,
-        )
-        receipt = _receipt(cause_id, ctx.authority.id, "", state.group_id, entry)
-        return Outcome(receipt, tuple(events))
 
     # --- child Missions (spec 14) -----------------------------------------------------------
 
@@ -177,16 +166,14 @@ class GroupAuthority:
             return None
         drafts = Drafts(1)
         child_mission.found_child(parent_event, ctx.now, drafts)
-        events = self._apply(
+        return self._record(
             drafts,
-            group_id=child["groupId"],
-            actor=actor,
             cause={"type": "event", "id": parent_event_id},
+            actor=actor,
             correlation_id=parent_event["correlationId"],
-            command_hash=None,
             ctx=ctx,
+            group_id=child["groupId"],
         )
-        return self._event_outcome(parent_event_id, actor["id"], events, ctx)
 
     def settle_child(self, report: ChildSettled, ctx: AuthorityContext) -> Outcome | None:
         """Record a child Mission's outcome on the WorkItem waiting for it; None when no item
@@ -197,16 +184,13 @@ class GroupAuthority:
             return None
         drafts = Drafts(state.sequence + 1)
         child_mission.settle_child(state, item, report, drafts)
-        events = self._apply(
+        return self._record(
             drafts,
-            group_id=state.group_id,
-            actor=report.actor,
             cause={"type": "event", "id": report.event_id},
+            actor=report.actor,
             correlation_id=item.work_item_id,
-            command_hash=None,
             ctx=ctx,
         )
-        return self._event_outcome(report.event_id, report.actor["id"], events, ctx)
 
     def abandoned_children(self, events: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
         """(child Mission ID, Event ID) for each child whose parent WorkItem these Events ended
@@ -230,20 +214,35 @@ class GroupAuthority:
             return None
         drafts = Drafts(state.sequence + 1)
         child_mission.close_for_parent(state, drafts)
+        return self._record(
+            drafts,
+            cause={"type": "event", "id": parent_event_id},
+            actor=ctx.authority.to_json(),
+            correlation_id=mission.mission_id,
+            ctx=ctx,
+        )
+
+    def _record(
+        self,
+        drafts: Drafts,
+        *,
+        cause: Json,
+        actor: Mapping[str, str],
+        correlation_id: str,
+        ctx: AuthorityContext,
+        group_id: str | None = None,
+    ) -> Outcome:
+        """Apply Events caused by something other than a Command (a timer, another Group's
+        Event); the receipt names the cause, with no signing hash."""
         events = self._apply(
             drafts,
-            group_id=state.group_id,
-            actor=ctx.authority.to_json(),
-            cause={"type": "event", "id": parent_event_id},
-            correlation_id=mission.mission_id,
+            group_id=group_id or self._state.group_id,
+            actor=actor,
+            cause=cause,
+            correlation_id=correlation_id,
             command_hash=None,
             ctx=ctx,
         )
-        return self._event_outcome(parent_event_id, ctx.authority.id, events, ctx)
-
-    def _event_outcome(
-        self, cause_id: str, actor_id: str, events: list[Json], ctx: AuthorityContext
-    ) -> Outcome:
         entry = ReceiptEntry(
             "",
             events[0]["sequence"],
@@ -251,7 +250,8 @@ class GroupAuthority:
             events[-1]["aggregateRevision"],
             ctx.now,
         )
-        return Outcome(_receipt(cause_id, actor_id, "", self._state.group_id, entry), tuple(events))
+        receipt = _receipt(cause["id"], actor["id"], "", self._state.group_id, entry)
+        return Outcome(receipt, tuple(events))
 
     # --- applying ---------------------------------------------------------------------------
 
