@@ -37,6 +37,13 @@ from mwp.core.event_log import (
     sequence_of_key,
     unsealed,
 )
+from mwp.core.group_snapshot import (
+    SnapshotPurpose,
+    SnapshotReference,
+    content_hash,
+    parse_snapshot_key,
+    snapshots_prefix,
+)
 from mwp.core.registry import Principal, RegistryEvidence
 from mwp.stores.objects import FolderObjectStore, ObjectConflict, ObjectStore, iter_keys
 
@@ -225,14 +232,46 @@ class GroupEventLog:
         if not entries:
             first = self.first_sequence()
             if first is not None and first > start:
-                raise MwpError(
-                    ErrorCode.CURSOR_TOO_OLD,
-                    f"the online log of this Group starts at sequence {first}",
-                    retryable=False,
-                    group_id=self.group_id,
-                    details={"firstSequence": first, "afterSequence": after_sequence},
-                )
+                raise self._cursor_too_old(first, after_sequence)
         return entries
+
+    def _cursor_too_old(self, first: int, after_sequence: int) -> MwpError:
+        """``CURSOR_TOO_OLD``, with the newest snapshot that bridges to the online log.
+
+        ``details.snapshot`` (see :class:`~mwp.core.group_snapshot.SnapshotReference`) and
+        ``snapshotArtifactHash`` name it when one covers every sequence below ``first``; the
+        reader restores it, verified, and resumes after its sequence.
+        """
+        details: dict[str, Any] = {"firstSequence": first, "afterSequence": after_sequence}
+        reference = self.latest_snapshot()
+        if reference is not None and reference.through_sequence >= first - 1:
+            details["snapshot"] = reference.to_json()
+        else:
+            reference = None
+        return MwpError(
+            ErrorCode.CURSOR_TOO_OLD,
+            f"the online log of this Group starts at sequence {first}",
+            retryable=False,
+            group_id=self.group_id,
+            snapshot_artifact_hash=reference.snapshot_hash if reference else None,
+            details=details,
+        )
+
+    def latest_snapshot(self) -> SnapshotReference | None:
+        """The stored snapshot with the highest sequence, as a reference (not verified)."""
+        prefix = snapshots_prefix(self.group_id)
+        best: tuple[str, int, SnapshotPurpose] | None = None
+        for key in iter_keys(self.store, prefix):
+            parsed = parse_snapshot_key(prefix, key)
+            if parsed is not None and (best is None or parsed[0] >= best[1]):
+                best = (key, *parsed)
+        if best is None:
+            return None
+        key, sequence, purpose = best
+        data = self.store.get(key)
+        if data is None:
+            return None
+        return SnapshotReference(self.group_id, key, sequence, purpose, content_hash(data))
 
     def first_sequence(self) -> int | None:
         """The lowest stored sequence (1 unless the log was compacted), None when empty."""
@@ -286,6 +325,11 @@ class GroupEventLog:
             if verifier.feed(data, key_sequence=sequence) is not None:
                 break
         return verifier.verdict()
+
+    def read_objects(self, keys: Iterable[str]) -> Iterator[tuple[str, bytes | None]]:
+        """``(key, bytes or None)`` for any keys of the store, in order, read ahead like
+        :meth:`read` (compaction uses it for the archive)."""
+        return self._get_many(keys)
 
     def _get_many(self, keys: Iterable[str]) -> Iterator[tuple[str, bytes | None]]:
         """``(key, bytes or None)`` in order; on remote stores, reads run ahead in threads."""

@@ -1,0 +1,70 @@
+"""Real Group histories for the compaction and archival tests.
+
+The Events come from the pure Group Authority (driven by the unit-test harness), so replaying
+them rebuilds a real Group state; they are sealed with a Group Authority service key that the
+Registry evidence here binds, next to an impostor service that is also registered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mwp.core.ed25519 import SigningKey
+from mwp.core.registry import Principal, RegistryEvidence
+from mwp.group_log import GroupEventLog
+from mwp.stores.objects import ObjectStore
+from tests.event_log_samples import binding
+from tests.unit.group.harness import (
+    ARTIFACT_A,
+    AUTHORITY,
+    COORD,
+    GROUP,
+    OWNER,
+    W1,
+    Harness,
+    mission_harness,
+)
+
+__all__ = ["ARTIFACT_A", "AUTHORITY", "GROUP"]
+
+KEY_ID = "urn:example:key:group-authority:1"
+KEY = SigningKey(bytes(range(7, 39)))
+IMPOSTOR = Principal("service", "urn:example:service:impostor")
+IMPOSTOR_KEY_ID = "urn:example:key:impostor:1"
+IMPOSTOR_KEY = SigningKey(bytes(range(9, 41)))
+EVIDENCE = RegistryEvidence.from_bindings(
+    "urn:example:organization",
+    [binding(KEY_ID, AUTHORITY, KEY), binding(IMPOSTOR_KEY_ID, IMPOSTOR, IMPOSTOR_KEY)],
+)
+
+
+def _post(h: Harness, count: int) -> None:
+    for n in range(count):
+        h.submit(W1, "message.post", {"content": [{"type": "text", "text": f"note {n}"}]})
+
+
+def open_mission(messages: int = 4) -> list[dict[str, Any]]:
+    """A Mission with one verified WorkItem and some Messages, still active."""
+    h = mission_harness()
+    h.verify("a")
+    _post(h, messages)
+    return h.events
+
+
+def closed_mission(messages: int = 4) -> list[dict[str, Any]]:
+    """The same Mission submitted and approved by its owner (a closed Group)."""
+    h = mission_harness()
+    h.verify("a")
+    _post(h, messages)
+    h.submit(COORD, "mission.submit_for_approval", {"artifactHashes": [ARTIFACT_A]})
+    revision = int(h.authority.mission_view()["submission"]["missionRevision"])
+    h.submit(
+        OWNER, "mission.approve", {"missionRevision": revision, "artifactHashes": [ARTIFACT_A]}
+    )
+    return h.events
+
+
+def stored_log(store: ObjectStore, events: list[dict[str, Any]]) -> GroupEventLog:
+    log = GroupEventLog(store, GROUP)
+    log.seal_and_append(events, KEY_ID, KEY)
+    return log
