@@ -1,6 +1,7 @@
 """`mwp log`: the signed Group Event log in an object store.
 
     mwp log verify GROUP [--store LOCATION] [--evidence FILE]
+    mwp log rebuild GROUP --into DEST        (from Temporal workflow history alone)
     mwp log tail GROUP [--after SEQ] [--follow] [--restore] [--json]
     mwp log compact GROUP --through SEQ --key-name NAME
     mwp log archive GROUP --key-name NAME
@@ -121,6 +122,10 @@ def register(subparsers: Any) -> None:
     _store_and_evidence(archive)
     archive.add_argument("--json", action="store_true", help="print the reference as JSON")
     archive.set_defaults(handler=_archive)
+
+    from mwp.cli_commands.log_rebuild import add_rebuild_parser
+
+    add_rebuild_parser(actions, os.environ.get(STORE_ENV) or DEFAULT_STORE)
 
 
 def _store_and_evidence(parser: Any) -> None:

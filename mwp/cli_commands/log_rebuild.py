@@ -31,7 +31,10 @@ def add_rebuild_parser(actions: Any, default_store: str) -> None:
     )
     rebuild.add_argument("--address", default="127.0.0.1:7233", help="Temporal address")
     rebuild.add_argument("--namespace", default="default", help="Temporal namespace")
-    rebuild.add_argument("--state-dir", type=Path, default=Path(".mwp"), help="state folder")
+    rebuild.add_argument(
+        "--state-dir", type=Path, default=Path(".mwp"), help="state folder (authority-keys/)"
+    )
+    rebuild.add_argument("--org", help="Organization ID (default: from the state folder)")
     rebuild.add_argument("--json", action="store_true", help="print the result as JSON")
     rebuild.set_defaults(handler=_rebuild)
 
@@ -56,10 +59,12 @@ async def _run(args: argparse.Namespace) -> int:
     from mwp.missions import group_authority
     from mwp.stores.objects import open_store
 
-    organization_file = args.state_dir / "organization.json"
-    if not organization_file.exists():
-        raise RebuildError(f"no {organization_file}: run `mwp registry init` first")
-    organization_id = json.loads(organization_file.read_text())["organizationId"]
+    organization_id = args.org
+    if organization_id is None:
+        organization_file = args.state_dir / "organization.json"
+        if not organization_file.exists():
+            raise RebuildError(f"no {organization_file}: run `mwp registry init` first")
+        organization_id = json.loads(organization_file.read_text())["organizationId"]
     authority = AuthorityKeyring.in_state_dir(args.state_dir).get(
         group_authority(organization_id).id
     )

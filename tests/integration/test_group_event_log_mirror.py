@@ -170,3 +170,51 @@ async def test_the_log_rebuilt_from_workflow_history_is_byte_identical(
     assert compare(mirrored, GroupEventLog(tampered, rig.mission.group_id)).first_difference == len(
         changed
     )
+
+
+async def test_mwp_log_rebuild_reports_identical_and_different_logs(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack, tmp_path: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    await admit_workers(rig)
+    await rig.authorize()
+    await _mirrored(rig)
+    group = rig.mission.group_id
+    common = [
+        "--address",
+        temporal_stack.address,
+        "--state-dir",
+        str(stack_keyring().directory.parent),
+        "--org",
+        rig.crew.organization.organization_id,
+    ]
+
+    def rebuild_cli(store: str, into: Path) -> tuple[int, str]:
+        argv = ["log", "rebuild", group, "--into", str(into), "--store", store, *common]
+        completed = subprocess.run(
+            [sys.executable, "-m", "mwp", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return completed.returncode, completed.stdout + completed.stderr
+
+    code, out = rebuild_cli(stack_log_location(), tmp_path / "one")
+    assert code == 0, out
+    assert "byte-identical" in out
+
+    # A copy of the mirrored log with its last entry signed over other content differs there.
+    copy = open_store(tmp_path / "copy")
+    source = GroupEventLog(open_store(stack_log_location()), group)
+    entries = source.read(0, limit=10_000)
+    authority = stack_keyring().get(group_authority(rig.crew.organization.organization_id).id)
+    assert authority is not None
+    changed = [dict(e.event) for e in entries]
+    for event in changed:
+        event.pop("signature", None)
+        event.pop("extensions", None)
+    changed[-1]["correlationId"] = "urn:mwp:correlation:other"
+    GroupEventLog(copy, group).seal_and_append(changed, authority.key_id, authority.key)
+    code, out = rebuild_cli(str(tmp_path / "copy"), tmp_path / "two")
+    assert code == 1, out
+    assert f"first differ at sequence {len(changed)}" in out
