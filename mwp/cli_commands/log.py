@@ -152,9 +152,9 @@ def _store_and_evidence(parser: Any) -> None:
 def _signing_key(parser: Any) -> None:
     parser.add_argument(
         "--key-name",
-        required=True,
         metavar="NAME",
-        help="the Group Authority's key file NAME.json in the key folder",
+        help="sign with key file NAME.json of the key folder (default: the Organization's "
+        "Group Authority key, <state-dir>/authority-keys, as `mwp registry init` made it)",
     )
     parser.add_argument("--keys-dir", type=Path, help="the key folder (default: <state-dir>/keys)")
 
@@ -254,11 +254,33 @@ def _authority(args: argparse.Namespace) -> Any:
 def _identity(args: argparse.Namespace) -> Any:
     from mwp.client import ClientError, KeyStore
 
+    if args.key_name is None:
+        return _group_authority_identity(args)
     keys = KeyStore(args.keys_dir) if args.keys_dir else KeyStore.in_state_dir(args.state_dir)
     try:
         return keys.load(args.key_name)
     except (ClientError, OSError, ValueError, KeyError) as exc:
         raise LogCliError(f"cannot use key {args.key_name!r}: {exc}") from None
+
+
+def _group_authority_identity(args: argparse.Namespace) -> Any:
+    from mwp.authority_keys import AuthorityKeyring
+    from mwp.missions import group_authority
+
+    organization_id = args.org
+    if organization_id is None:
+        path = args.state_dir / "organization.json"
+        try:
+            organization_id = json.loads(path.read_text())["organizationId"]
+        except (OSError, ValueError, KeyError):
+            raise LogCliError(
+                f"no --key-name and no Organization (no {path}; pass --org)"
+            ) from None
+    principal_id = group_authority(organization_id).id
+    identity = AuthorityKeyring.in_state_dir(args.state_dir).get(principal_id)
+    if identity is None:
+        raise LogCliError(f"no Group Authority key of {organization_id} in {args.state_dir}")
+    return identity
 
 
 # --- tail -----------------------------------------------------------------------------------
