@@ -1,9 +1,11 @@
 """The Group Event log mirror on a real dev server: every accepted Event of a Group, signed by
-its Group Authority and hash-chained, in the stack's log store; a mirror worker killed between
-acceptance and mirroring loses nothing, and unconfirmed Events survive continue-as-new."""
+its Group Authority and hash-chained, in the stack's log store (and in a real S3 server); a
+mirror worker killed between acceptance and mirroring loses nothing, unconfirmed Events survive
+continue-as-new, and the log rebuilt from workflow history is byte-identical."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
@@ -16,6 +18,7 @@ from mwp.dev_stack import BackgroundStack
 from mwp.group_log import GroupEventLog
 from mwp.log_rebuild import compare, rebuild
 from mwp.missions import group_authority
+from mwp.seaweed import SeaweedS3Server
 from mwp.stores.objects import open_store
 from tests.integration.conftest import stack_keyring, stack_log_location
 from tests.integration.missions_helper import (
@@ -25,6 +28,9 @@ from tests.integration.missions_helper import (
     eventually,
     new_mission,
 )
+from tests.integration.s3_fixture import TEST_BUCKET, seaweed
+
+__all__ = ["seaweed"]  # the session S3 server fixture, used by a test below
 
 
 async def _mirrored(rig: MissionRig, *, timeout: float = 20) -> GroupEventLog:
@@ -103,6 +109,28 @@ async def test_unconfirmed_events_travel_across_continue_as_new(
     assert log.verify_all(await rig.crew.organization.registry.evidence()).ok
 
 
+async def test_the_mirror_writes_the_log_to_s3(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack, seaweed: SeaweedS3Server
+) -> None:
+    queue = f"mwp-test-mirror-{uuid.uuid4().hex[:8]}"
+    prefix = f"mirror-{uuid.uuid4().hex[:8]}"
+    rig = await new_mission(mwp_client, mirror_task_queue=queue)
+    await admit_workers(rig)
+    await rig.authorize()
+    location = f"s3://{TEST_BUCKET}/{prefix}"
+    with mirror_worker(temporal_stack.address, queue, location, seaweed.environment()):
+        await eventually(lambda: _through_equals(rig), timeout=60)
+    log = GroupEventLog(seaweed.object_store(TEST_BUCKET, prefix), rig.mission.group_id)
+    assert [e.event["eventId"] for e in log.read(0, limit=10_000)] == [
+        e["eventId"] for e in rig.log
+    ]
+    assert log.verify_all(await rig.crew.organization.registry.evidence()).ok
+
+
+async def _through_equals(rig: MissionRig) -> bool:
+    return await _through(rig) == await rig.mission.sequence()
+
+
 async def _through(rig: MissionRig) -> int:
     value: int = await rig.client.query(rig.workflow_id, "mirrored_through")
     return value
@@ -113,7 +141,9 @@ async def _through_above(rig: MissionRig, sequence: int) -> bool:
 
 
 @contextmanager
-def mirror_worker(address: str, queue: str) -> Iterator[None]:
+def mirror_worker(
+    address: str, queue: str, log_store: str | None = None, env: dict[str, str] | None = None
+) -> Iterator[None]:
     """A mirror worker process on ``queue``, killed with SIGKILL (no shutdown) on leaving:
     a write may be half done, as when a worker dies."""
     process = subprocess.Popen(
@@ -128,9 +158,10 @@ def mirror_worker(address: str, queue: str) -> Iterator[None]:
             "--keyring",
             str(stack_keyring().directory),
             "--log-store",
-            stack_log_location(),
+            log_store or stack_log_location(),
         ],
         stdout=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )
     try:
         yield
