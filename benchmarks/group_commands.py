@@ -7,7 +7,7 @@ minutes. One process: it starts the embedded stack (the Temporal dev server from
 in-process authority worker, runs the measurements below, prints a table and stops the stack.
 
 1. **Raw Updates/s**: ``BenchNoopWorkflow`` (defined here, on its own Worker and task queue in
-   this process, sandboxed like the authority workflows) answers an Update that returns its
+   this process, sandboxed or not like the authority workflows) answers an Update that returns its
    argument; ``--in-flight`` Updates at a time. Measured first and again last (4.).
 2. **Commands/s at the start**: one Mission; ``--in-flight`` independent WorkItem lifecycles at
    a time (``work.authorize`` -> ``work.offer`` -> ``work.accept_offer`` -> ``work.start`` ->
@@ -492,7 +492,7 @@ def report(
     out("")
     out(f"{_versions()}; {os.cpu_count()} cores; {args.in_flight} in flight")
     out(
-        f"workflows {'unsandboxed' if args.unsandboxed else 'sandboxed'}; server SQLite "
+        f"workflows {'sandboxed' if args.sandboxed else 'unsandboxed'}; server SQLite "
         f"{'default journal' if args.sqlite_default_journal else 'WAL'}; Updates per run "
         f"{args.updates_per_run or 'default'}"
     )
@@ -534,7 +534,7 @@ def report(
 async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], None]) -> bool:
     config = dataclasses.replace(
         stack_config(state_dir, port=free_port(), headless=True),
-        workflow_sandbox=not args.unsandboxed,
+        workflow_sandbox=args.sandboxed,
         sqlite_pragmas={} if args.sqlite_default_journal else WAL_PRAGMAS,
     )
     async with DevStack(config) as stack:
@@ -542,7 +542,7 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
         out(f"Temporal dev server {stack.address} (started in {stack.startup_seconds:.1f} s)")
         runner: WorkflowRunner = (
             UnsandboxedWorkflowRunner()
-            if args.unsandboxed
+            if not args.sandboxed
             else SandboxedWorkflowRunner(
                 restrictions=SandboxRestrictions.default.with_passthrough_modules(
                     *SANDBOX_PASSTHROUGH_MODULES, "benchmarks"
@@ -600,7 +600,7 @@ def main() -> None:
         "--updates-per-run", type=int, help="the Mission's Updates per run (default: product's)"
     )
     parser.add_argument(
-        "--unsandboxed", action="store_true", help="run every workflow without the sandbox"
+        "--sandboxed", action="store_true", help="run every workflow in Temporal's sandbox"
     )
     parser.add_argument(
         "--sqlite-default-journal",

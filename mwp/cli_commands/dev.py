@@ -43,6 +43,12 @@ def register(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="extra dynamic config for the dev server (repeatable; VALUE is JSON)",
     )
+    parser.add_argument(
+        "--sandboxed",
+        action="store_true",
+        help="run the authority workflows in Temporal's sandbox (slower; catches "
+        "non-deterministic workflow code)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -67,6 +73,7 @@ async def _serve(args: argparse.Namespace) -> int:
             temporal_address=args.temporal_address,
             namespace=args.namespace,
             extra=args.dynamic_config,
+            workflow_sandbox=args.sandboxed,
         )
     except StackError as exc:
         print(f"mwp dev: {exc}", file=sys.stderr)

@@ -58,6 +58,9 @@ def temporal_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backgro
         ui_port=None,  # headless: tests never open the UI
         temporal_address=existing or None,
         dynamic_config=TEST_DYNAMIC_CONFIG,
+        # The product runs the authority workflows unsandboxed; the tests run them in the
+        # sandbox, which fails a workflow task on any non-deterministic call.
+        workflow_sandbox=True,
     )
     stack = BackgroundStack(config).start()
     _STACK.update(keyring=AuthorityKeyring.in_state_dir(config.state_dir), log=config.log_location)
@@ -118,7 +121,7 @@ async def organization(mwp_client: MwpClient) -> Organization:
 async def authority_worker_on(
     client: MwpClient, workflows: list[type], task_queue: str | None = None
 ) -> AsyncIterator[str]:
-    """A worker for test-only workflows on a private task queue (sandboxed like production)."""
+    """A worker for test-only workflows on a private task queue (sandboxed like the tests')."""
     from temporalio.worker import Worker
 
     from workers.authority import workflow_runner
