@@ -72,6 +72,7 @@ from mwp.core.group.work_item_state import (
     get_item,
     has_live_owner,
     release_ownership,
+    retire,
     settle_link,
     touch,
     withdraw_pending_offers,
@@ -608,6 +609,7 @@ def _evolve_result_accepted(state: GroupState, event: Json) -> None:
         **event["payload"],
     }
     item.state = "verified"
+    retire(item)
 
 
 def _evolve_failed(state: GroupState, event: Json) -> None:
@@ -627,6 +629,7 @@ def _evolve_cancelled(state: GroupState, event: Json) -> None:
     item.cancellation = {"cancelledAt": event["occurredAt"], **event["payload"]}
     item.state = "cancelled"
     book(state, item.contract["budget"], -1)  # a cancelled item releases its allocation
+    retire(item)
 
 
 def _coordinating_unless_owner(state: GroupState, cmd: Incoming) -> bool:

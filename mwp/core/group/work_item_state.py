@@ -81,6 +81,16 @@ def has_live_owner(item: WorkItem, now: str) -> bool:
     return deadline is None or not reached(now, deadline[0])
 
 
+def retire(item: WorkItem) -> None:
+    """A verified or cancelled WorkItem never changes again: it keeps its contract, owner,
+    selection basis, submission and outcome, and drops its offer round, progress and
+    checkpoint, which the Group Event log keeps. This keeps the continue-as-new snapshot of a
+    long-lived Group smaller (by about an eighth of each settled item)."""
+    item.offers = []
+    item.progress = None
+    item.checkpoint = None
+
+
 # --- the link to a child Mission (spec 14; see child_mission.py) ---------------------------------
 
 RUNNING = "running"
