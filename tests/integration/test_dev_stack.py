@@ -23,6 +23,7 @@ from mwp.dev_stack import (
     DevStack,
     StackConfig,
     StackError,
+    TemporalDevServer,
     ensure_search_attributes,
     free_port,
     temporal_binary,
@@ -213,3 +214,21 @@ async def test_an_existing_cluster_is_used_without_starting_a_server(
         assert stack.ui_url is None
         assert await ensure_search_attributes(stack.client, config.namespace) == []
     assert not (tmp_path / "temporal.sqlite").exists()
+
+
+def test_the_embedded_server_runs_sqlite_in_wal_mode_with_a_larger_history_suggestion(
+    tmp_path: Path,
+) -> None:
+    config = StackConfig(state_dir=tmp_path, port=free_port(), ui_port=None)
+    argv = TemporalDevServer(config).command()
+    pairs = {(argv[i], argv[i + 1]) for i in range(len(argv) - 1)}
+    assert ("--sqlite-pragma", "journal_mode=wal") in pairs
+    assert ("--sqlite-pragma", "synchronous=normal") in pairs
+    assert ("--dynamic-config-value", "limit.historySize.suggestContinueAsNew=8388608") in pairs
+    # A caller's setting wins over the embedded default.
+    override = {"limit.historySize.suggestContinueAsNew": 1024}
+    lowered = TemporalDevServer(
+        StackConfig(state_dir=tmp_path, port=free_port(), dynamic_config=override)
+    ).command()
+    assert "limit.historySize.suggestContinueAsNew=1024" in lowered
+    assert "limit.historySize.suggestContinueAsNew=8388608" not in lowered
