@@ -89,6 +89,10 @@ class Progress:
         _text(self.phase, "progress.currentPhase", 500)
         if isinstance(self.milestones, str) or isinstance(self.blockers, str):
             raise _invalid("milestones and blockers are lists of text", member="progress")
+        for name in ("milestones", "blockers", "evidence_refs"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                object.__setattr__(self, name, tuple(value))
         for m in self.milestones:
             _text(m, "progress.completedMilestones", 500)
         _text(self.next_checkpoint, "progress.nextCheckpoint", 500)
@@ -149,6 +153,8 @@ class EvidenceItem:
     def __post_init__(self) -> None:
         if not isinstance(self.evidence_id, str) or not is_identifier(self.evidence_id):
             raise _invalid("evidenceId must be an identifier", member="evidence.evidenceId")
+        if not isinstance(self.criterion_ids, str):
+            object.__setattr__(self, "criterion_ids", tuple(self.criterion_ids))
         ids = list(self.criterion_ids)
         if isinstance(self.criterion_ids, str) or not ids:
             raise _invalid("criterionIds must be a non-empty list", evidenceId=self.evidence_id)
@@ -180,6 +186,8 @@ class Submission:
     details: Mapping[str, Any] = field(default_factory=dict)  # kept locally, never sent
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "artifact_hashes", tuple(self.artifact_hashes))
+        object.__setattr__(self, "evidence", tuple(self.evidence))
         hashes = list(self.artifact_hashes)
         if not hashes or not all(isinstance(h, str) and is_sha256_ref(h) for h in hashes):
             raise _invalid("a submission needs sha256: Artifact hashes", member="artifactHashes")
