@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
@@ -118,10 +119,11 @@ def test_tool_key_is_stable_and_depends_on_exactly_its_four_inputs() -> None:
     assert key.startswith("sha256:") and len(key) == 71
     # Same inputs, same key, in any process: pinned to its value.
     assert key == tool_key(M, W, 3, "search:q1")
-    assert key == "sha256:" + __import__("hashlib").sha256(
+    preimage = (
         b'{"missionId":"urn:mwp:mission:m1","opId":"search:q1","ownershipEpoch":3,'
         b'"purpose":"urn:mwp:tool-idempotency-key:v1","workItemId":"urn:mwp:work-item:w1"}'
-    ).hexdigest()
+    )
+    assert key == "sha256:" + hashlib.sha256(preimage).hexdigest()
     others = {
         tool_key("urn:mwp:mission:m2", W, 3, "search:q1"),
         tool_key(M, "urn:mwp:work-item:w2", 3, "search:q1"),
