@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 MWP_PROTOCOL_ROOT ?= ../shared/mwp-0.1
 export MWP_PROTOCOL_ROOT
 
-.PHONY: install test lint typecheck unit conformance demo bench bench-group bench-log clean
+.PHONY: install test lint typecheck unit conformance demo bench bench-group bench-log bench-scheduler clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ bench-group: $(STAMP)
 # Signed Group Event log: Events sealed and appended per second (folder, SeaweedFS S3) and replay.
 bench-log: $(STAMP)
 	$(BIN)/python -m benchmarks.event_log
+
+# Worker Scheduler decision time: 1,000 Groups of 100 queued items (a few seconds).
+bench-scheduler: $(STAMP)
+	$(BIN)/python -m benchmarks.scheduler
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
