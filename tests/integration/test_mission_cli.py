@@ -7,14 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mwp.cli import main
 from mwp.dev_stack import BackgroundStack
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from tests.integration.test_registry_cli import _run
 
 
 def test_a_mission_is_created_inspected_and_steered_from_the_command_line(
