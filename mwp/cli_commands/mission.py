@@ -4,6 +4,7 @@
     mwp mission list
     mwp mission show MISSION [--json]
     mwp mission send MISSION --as NAME KIND [--payload JSON | --payload @FILE] [--work-item ID]
+    mwp mission publish MISSION FILE --as AGENT --work-item ID [--media-type TYPE]
     mwp mission approve MISSION --as ada
     mwp mission request-changes MISSION --as ada --reason "..."
 
@@ -83,6 +84,22 @@ def register(subparsers: Any) -> None:
     send.add_argument("--expected-revision", type=int)
     send.set_defaults(handler=_handler(_send))
 
+    publish = actions.add_parser(
+        "publish",
+        parents=[common],
+        help="store a file as an Artifact and publish its signed manifest (artifact.publish)",
+    )
+    publish.add_argument("mission")
+    publish.add_argument("file", type=Path, help="the Artifact's content")
+    publish.add_argument("--as", dest="actor", required=True, help="the WorkItem's owner")
+    publish.add_argument("--work-item", required=True, help="the active WorkItem")
+    publish.add_argument("--media-type", default="application/octet-stream")
+    publish.add_argument("--schema-uri", default="urn:mwp:schema:opaque")
+    publish.add_argument(
+        "--store", help="object store: folder or s3://bucket/prefix (default: <state>/objects)"
+    )
+    publish.set_defaults(handler=_handler(_publish))
+
     approve = actions.add_parser(
         "approve", parents=[common], help="approve the submitted revision and Artifact set"
     )
@@ -107,7 +124,7 @@ def _handler(action: Any) -> Any:
 
         try:
             return int(asyncio.run(action(args)))
-        except (MissionCliError, ClientError) as exc:
+        except (MissionCliError, ClientError, OSError) as exc:
             print(f"mwp mission: {exc}", file=sys.stderr)
             return 1
         except MwpError as exc:
@@ -293,6 +310,53 @@ async def _send(args: argparse.Namespace) -> int:
         conversation_id=args.conversation,
         expected_revision=args.expected_revision,
     )
+    _print_result(result)
+    return 0
+
+
+async def _publish(args: argparse.Namespace) -> int:
+    from mwp.client import utc_now
+    from mwp.stores.artifacts import ArtifactStore, new_manifest, sign_manifest
+    from mwp.stores.objects import open_store
+
+    identity = _identity(args.state_dir, args.actor)
+    client = await _connect(args)
+    mission = await _mission(args, client)
+    item = await mission.work_item(args.work_item)
+    lease, owner = item.get("executionLease"), item.get("owner")
+    if item.get("state") != "active" or not lease or not owner:
+        raise MissionCliError(f"the WorkItem is {item.get('state')}, not active under a lease")
+    if owner["agentId"] != identity.principal.id:
+        raise MissionCliError(f"the WorkItem's owner is {owner['agentId']}, not {args.actor}")
+    store = ArtifactStore(open_store(args.store or args.state_dir / "objects"))
+    with args.file.open("rb") as handle:  # streamed: a large file is never held whole
+        content = store.put_stream(iter(lambda: handle.read(1 << 20), b""))
+    manifest = new_manifest(
+        content,
+        artifact_id=f"urn:mwp:artifact:{content.content_hash[7:39]}",
+        media_type=args.media_type,
+        schema_uri=args.schema_uri,
+        producer_agent_id=identity.principal.id,
+        agent_card_version=owner["agentCardVersion"],
+        capabilities=owner["capabilityPins"],
+        mission_id=mission.mission_id,
+        group_id=mission.group_id,
+        work_item_id=args.work_item,
+        created_at=utc_now(),
+    )
+    payload = {
+        "ownershipEpoch": item["ownershipEpoch"],
+        "leaseId": lease["leaseId"],
+        "manifest": sign_manifest(manifest, identity.key_id, identity.key),
+    }
+    result = await mission.send(
+        identity,
+        "artifact.publish",
+        payload,
+        session_epoch=await _session_epoch(client, args.state_dir, identity),
+        work_item_id=args.work_item,
+    )
+    print(f"Artifact  {content.content_hash} ({content.size_bytes} bytes, {content.uri})")
     _print_result(result)
     return 0
 
