@@ -96,17 +96,18 @@ class MissionHandle:
         """Sign ``kind`` with ``payload`` as ``identity`` and have the Authority decide it."""
         membership_epoch = coordinator_epoch = None
         if identity.principal.type != "service":
-            view = await self.view()
-            membership_epoch = _membership_epoch(view, identity.principal)
+            epochs = await self.epochs(identity.principal.id)
+            membership_epoch = epochs["membershipEpoch"]
+            coordinator = epochs["coordinator"] or {}
             coordinating = (
                 as_coordinator
                 if as_coordinator is not None
                 else identity.principal.type == "agent"
                 and kind in COORDINATOR_KINDS
-                and _coordinator_id(view) == identity.principal.id
+                and coordinator.get("agentId") == identity.principal.id
             )
             if coordinating:
-                coordinator_epoch = _coordinator_epoch(view)
+                coordinator_epoch = coordinator.get("coordinatorEpoch")
         command = identity.command(
             kind,
             payload,
@@ -129,6 +130,11 @@ class MissionHandle:
 
     async def view(self) -> dict[str, Any]:
         value: dict[str, Any] = await self.client.query(self.workflow_id, "mission")
+        return value
+
+    async def epochs(self, principal_id: str) -> dict[str, Any]:
+        """``{membershipEpoch, coordinator: {agentId, coordinatorEpoch}}`` for signing."""
+        value: dict[str, Any] = await self.client.query(self.workflow_id, "epochs", principal_id)
         return value
 
     async def work_item(self, work_item_id: str) -> dict[str, Any]:
@@ -319,24 +325,3 @@ async def resending_when_not_ready(
         await asyncio.sleep(delay)
         delay = min(delay * 2, 1.0)
     return await send()
-
-
-def _membership_epoch(view: Mapping[str, Any], principal: Principal) -> int | None:
-    for membership in view.get("memberships", []):
-        member = membership.get("member", {})
-        if member.get("id") == principal.id and membership.get("state") != "ended":
-            epoch: int = membership["membershipEpoch"]
-            return epoch
-    return None
-
-
-def _coordinator_id(view: Mapping[str, Any]) -> str | None:
-    coordinator = view.get("coordinator") or {}
-    agent: str | None = coordinator.get("agentId")
-    return agent
-
-
-def _coordinator_epoch(view: Mapping[str, Any]) -> int | None:
-    coordinator = view.get("coordinator") or {}
-    epoch: int | None = coordinator.get("coordinatorEpoch")
-    return epoch

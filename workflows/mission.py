@@ -570,6 +570,12 @@ class MissionWorkflow:
         return self._authority.mission_view()
 
     @workflow.query
+    def epochs(self, principal_id: str) -> dict[str, Any]:
+        """The Membership and Coordinator epochs a Command by ``principal_id`` carries (O(1),
+        unlike the whole Mission view)."""
+        return self._authority.epochs_of(principal_id)
+
+    @workflow.query
     def work_item(self, work_item_id: str) -> dict[str, Any]:
         return self._authority.work_item_view(work_item_id)
 

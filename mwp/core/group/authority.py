@@ -318,6 +318,19 @@ class GroupAuthority:
     def work_item_view(self, work_item_id: str) -> Json:
         return work_item_view(self._state, self._state.work_items[work_item_id])
 
+    def epochs_of(self, principal_id: str) -> Json:
+        """What a client signs a Command with, in O(1): the principal's current Membership
+        Epoch (None without a live Membership) and the current Coordinator assignment."""
+        state = self._state
+        member = state.memberships.get(principal_id)
+        lease = state.coordinator
+        return {
+            "membershipEpoch": member.epoch if member and member.state != "ended" else None,
+            "coordinator": None
+            if lease is None
+            else {"agentId": lease.agent_id, "coordinatorEpoch": lease.epoch},
+        }
+
     def work_item_summary(self, work_item_id: str) -> Json:
         """What a WorkItemWorkflow child holds of its item: identity, state and revision (the
         full view stays with the Mission, so each transition signal stays small)."""

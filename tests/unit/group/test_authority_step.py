@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mwp.core.errors import ErrorCode, MwpError
-from mwp.core.group import Envelope
+from mwp.core.group import Envelope, GroupAuthority
 from tests.unit.group.harness import (
     COORD,
     COORD2,
@@ -372,3 +372,14 @@ def test_check_decides_without_changing_anything() -> None:
     assert fingerprint(h.authority) == before
     h.send(command)
     assert h.view("a")["state"] == "queued"
+
+
+def test_epochs_of_names_the_live_membership_and_the_current_coordinator() -> None:
+    h = mission_harness()
+    epochs = h.authority.epochs_of(W1.id)
+    assert epochs["membershipEpoch"] == h.membership_epoch(W1.id)
+    assert epochs["coordinator"] == {"agentId": COORD.id, "coordinatorEpoch": 1}
+    assert h.authority.epochs_of("urn:example:agent:nobody")["membershipEpoch"] is None
+    h.submit(COORD, "membership.end", {"memberId": W1.id, "reason": "done"})
+    assert h.authority.epochs_of(W1.id)["membershipEpoch"] is None
+    assert GroupAuthority().epochs_of(W1.id) == {"membershipEpoch": None, "coordinator": None}
