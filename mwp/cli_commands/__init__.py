@@ -12,9 +12,9 @@ import argparse
 from collections.abc import Callable
 from types import ModuleType
 
-from mwp.cli_commands import conformance, demo, dev, log, mission, registry
+from mwp.cli_commands import agent, conformance, demo, dev, log, mission, registry
 
 Handler = Callable[[argparse.Namespace], int]
 
 # To add a command: write its module next to this one and list it here.
-COMMANDS: tuple[ModuleType, ...] = (conformance, demo, dev, log, mission, registry)
+COMMANDS: tuple[ModuleType, ...] = (agent, conformance, demo, dev, log, mission, registry)
