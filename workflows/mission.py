@@ -333,7 +333,11 @@ class MissionWorkflow:
                 self._resync.add(work_item_id)
             else:
                 self._syncing.add(work_item_id)
-                self._sync_tasks.add(asyncio.create_task(self._sync_work_item(work_item_id)))
+                task = asyncio.create_task(self._sync_work_item(work_item_id))
+                self._sync_tasks.add(task)
+                # Dropped when done; never via current_task() in a finally, which fails when an
+                # evicted or replayed run's coroutine is closed outside the event loop.
+                task.add_done_callback(self._sync_tasks.discard)
 
     # --- WorkItem children and their timers ------------------------------------------------
 
@@ -361,9 +365,6 @@ class MissionWorkflow:
             self._sync_failure = exc
         finally:
             self._syncing.discard(work_item_id)
-            task = asyncio.current_task()
-            if task is not None:
-                self._sync_tasks.discard(task)
 
     async def _notify_work_item(self, work_item_id: str) -> None:
         mission_id = self._authority.mission_id

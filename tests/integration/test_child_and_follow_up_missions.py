@@ -25,6 +25,8 @@ from tests.integration.missions_helper import (
     new_mission,
     refused,
 )
+from tests.integration.test_workflow_replay import _histories, _replayer
+from workers.authority import workflow_runner
 
 ITEM_BUDGET = {"currency": "USD", "financialLimit": 10, "toolCallLimit": 100}
 
@@ -113,6 +115,11 @@ async def test_a_child_mission_runs_in_its_own_group_and_its_approval_verifies_t
     # The child's Artifacts are the parent item's result: the parent can now be submitted.
     submitted = await rig.coordinate("mission.submit_for_approval", {"artifactHashes": hashes})
     assert event_of(submitted, "mission.submitted_for_approval")
+    # Both Groups' histories (child start, child report signal) replay deterministically.
+    replayer = _replayer(workflow_runner(sandboxed=False))
+    for workflow_id in (rig.workflow_id, child.workflow_id):
+        for history in await _histories(mwp_client.temporal, workflow_id):
+            await replayer.replay_workflow(history)
 
 
 async def test_cancelling_the_parent_item_cancels_its_child_mission(
