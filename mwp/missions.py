@@ -26,16 +26,20 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from mwp.client import ClientError, Identity, MwpClient, new_id, wire_text
+from mwp.core.errors import ErrorCode
 from mwp.core.registry import Principal
 from mwp.core.signed_document import signing_hash
 from mwp.core.values import format_utc
 from mwp.mission_names import MissionInput, mission_workflow_id, work_item_workflow_id
-from mwp.temporal_errors import raising_mwp_errors
+from mwp.temporal_errors import RemoteMwpError, raising_mwp_errors
 
 COMMAND_UPDATE = "command"
 
 # How often a Command whose Update the server aborted (``WorkflowNotReady``) is resent.
 NOT_READY_ATTEMPTS = 10
+# How long a send keeps answering a Group's BACKPRESSURE (a rollover takes a fraction of a
+# second; a log far behind its mirror may take longer) before it raises the error.
+BACKPRESSURE_PATIENCE_SECONDS = 30.0
 
 T = TypeVar("T")
 
@@ -312,16 +316,28 @@ def workflow_not_ready(error: BaseException) -> bool:
 
 
 async def resending_when_not_ready(
-    send: Callable[[], Awaitable[T]], attempts: int = NOT_READY_ATTEMPTS
+    send: Callable[[], Awaitable[T]],
+    attempts: int = NOT_READY_ATTEMPTS,
+    *,
+    backpressure_seconds: float = BACKPRESSURE_PATIENCE_SECONDS,
 ) -> T:
-    """``send()``, resent with a short backoff while the server reports WorkflowNotReady."""
+    """``send()``, resent while the server reports WorkflowNotReady (short backoff) or the
+    Group answers ``BACKPRESSURE`` (after its ``retryAfterMs``, for up to
+    ``backpressure_seconds``). Both mean nothing was applied, so a byte-equal resend is safe."""
     delay = 0.02
-    for _ in range(attempts - 1):
+    not_ready = 0
+    deadline = asyncio.get_running_loop().time() + backpressure_seconds
+    while True:
         try:
             return await send()
-        except Exception as exc:
-            if not workflow_not_ready(exc):
+        except RemoteMwpError as exc:
+            loop_time = asyncio.get_running_loop().time()
+            if exc.code != ErrorCode.BACKPRESSURE or loop_time >= deadline:
                 raise
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 1.0)
-    return await send()
+            await asyncio.sleep((exc.retry_after_ms or 100) / 1000)
+        except Exception as exc:
+            not_ready += 1
+            if not workflow_not_ready(exc) or not_ready >= attempts:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)

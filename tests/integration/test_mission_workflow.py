@@ -577,6 +577,31 @@ async def test_only_an_aborted_update_is_resent() -> None:
     assert not workflow_not_ready(_rpc_error(RPCStatusCode.UNAVAILABLE, not_ready))
 
 
+async def test_backpressure_is_answered_by_resending_after_retry_after() -> None:
+    """A Group rolling over answers BACKPRESSURE: the SDK waits ``retryAfterMs`` and resends,
+    for a bounded time; other refusals are raised at once."""
+    pressure = RemoteMwpError({"code": "BACKPRESSURE", "retryable": True, "retryAfterMs": 5})
+    calls: list[int] = []
+
+    async def send(failures: int, error: Exception = pressure) -> str:
+        calls.append(1)
+        if len(calls) <= failures:
+            raise error
+        return "decided"
+
+    assert await resending_when_not_ready(lambda: send(3)) == "decided"
+    assert len(calls) == 4
+    calls.clear()
+    with pytest.raises(RemoteMwpError) as raised:
+        await resending_when_not_ready(lambda: send(100), backpressure_seconds=0.05)
+    assert raised.value.code == ErrorCode.BACKPRESSURE and 2 <= len(calls) < 100
+    calls.clear()
+    refused = RemoteMwpError({"code": "INVALID_COMMAND", "retryable": False})
+    with pytest.raises(RemoteMwpError):
+        await resending_when_not_ready(lambda: send(1, refused))
+    assert len(calls) == 1
+
+
 async def run_number(rig: MissionRig) -> int:
     value: int = await rig.client.query(rig.workflow_id, "run_number")
     return value
