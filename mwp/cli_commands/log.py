@@ -30,10 +30,12 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 EXIT_OK, EXIT_FAULT, EXIT_UNUSABLE = 0, 1, 2
+T = TypeVar("T")
 STORE_ENV = "MWP_OBJECT_STORE"
 DEFAULT_STORE = ".mwp/objects"
 
@@ -381,8 +383,11 @@ def _anchor(store: Any, group_id: str, after: int, evidence: Any, args: argparse
 # --- compact and archive --------------------------------------------------------------------
 
 
-def _compact(args: argparse.Namespace) -> int:
-    from mwp.compaction import compact
+def _signed_action(
+    args: argparse.Namespace, name: str, action: Callable[[Any, Any, Any], T]
+) -> T | int:
+    """Run ``action(log, identity, evidence)`` for ``compact`` and ``archive``; a refusal is
+    printed and becomes its exit code (an ``int``), anything else is the action's result."""
     from mwp.core.errors import MwpError
     from mwp.group_log import GroupEventLog
     from mwp.stores.objects import ObjectStoreError, open_store
@@ -391,20 +396,32 @@ def _compact(args: argparse.Namespace) -> int:
         evidence = _evidence(args)
         identity = _identity(args)
         log = GroupEventLog(open_store(_location(args)), args.group)
-        result = compact(
+        return action(log, identity, evidence)
+    except MwpError as exc:
+        print(f"mwp log {name}: {exc}", file=sys.stderr)
+        return EXIT_FAULT
+    except (LogCliError, ObjectStoreError, OSError, ValueError) as exc:
+        print(f"mwp log {name}: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from mwp.compaction import compact
+
+    result = _signed_action(
+        args,
+        "compact",
+        lambda log, identity, evidence: compact(
             log,
             args.through,
             identity.key_id,
             identity.key,
             evidence=evidence,
             authority=_authority(args),
-        )
-    except MwpError as exc:
-        print(f"mwp log compact: {exc}", file=sys.stderr)
-        return EXIT_FAULT
-    except (LogCliError, ObjectStoreError, OSError, ValueError) as exc:
-        print(f"mwp log compact: {exc}", file=sys.stderr)
-        return EXIT_UNUSABLE
+        ),
+    )
+    if isinstance(result, int):
+        return result
     if args.json:
         print(
             json.dumps(
@@ -432,28 +449,21 @@ def _compact(args: argparse.Namespace) -> int:
 
 def _archive(args: argparse.Namespace) -> int:
     from mwp.compaction import archive_group
-    from mwp.core.errors import MwpError
-    from mwp.group_log import GroupEventLog
-    from mwp.stores.objects import ObjectStoreError, open_store
 
-    try:
-        evidence = _evidence(args)
-        identity = _identity(args)
-        log = GroupEventLog(open_store(_location(args)), args.group)
-        reference = archive_group(
+    reference = _signed_action(
+        args,
+        "archive",
+        lambda log, identity, evidence: archive_group(
             log,
             identity.key_id,
             identity.key,
             evidence=evidence,
             authority=_authority(args),
             require_closed=not args.allow_open,
-        )
-    except MwpError as exc:
-        print(f"mwp log archive: {exc}", file=sys.stderr)
-        return EXIT_FAULT
-    except (LogCliError, ObjectStoreError, OSError, ValueError) as exc:
-        print(f"mwp log archive: {exc}", file=sys.stderr)
-        return EXIT_UNUSABLE
+        ),
+    )
+    if isinstance(reference, int):
+        return reference
     if args.json:
         print(json.dumps({"groupId": args.group, "snapshot": reference.to_json()}))
     else:
