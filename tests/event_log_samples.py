@@ -25,13 +25,14 @@ def binding(key_id: str, principal: Principal, key: SigningKey) -> KeyBinding:
     )
 
 
-EVIDENCE = RegistryEvidence.from_bindings(
-    ORG,
-    [
-        binding(KEY_ID, AUTHORITY, AUTHORITY_KEY),
-        binding(OTHER_KEY_ID, OTHER_SERVICE, OTHER_KEY),
-    ],
-)
+def authority_evidence(authority: Principal, key_id: str, key: SigningKey) -> RegistryEvidence:
+    """Registry evidence binding ``authority``'s key, next to a registered impostor service."""
+    return RegistryEvidence.from_bindings(
+        ORG, [binding(key_id, authority, key), binding(OTHER_KEY_ID, OTHER_SERVICE, OTHER_KEY)]
+    )
+
+
+EVIDENCE = authority_evidence(AUTHORITY, KEY_ID, AUTHORITY_KEY)
 
 
 def event(sequence: int, group_id: str = GROUP, **changes: Any) -> dict[str, Any]:

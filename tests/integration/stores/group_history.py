@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from mwp.core.ed25519 import SigningKey
-from mwp.core.registry import Principal, RegistryEvidence
 from mwp.group_log import GroupEventLog
 from mwp.stores.objects import ObjectStore
-from tests.event_log_samples import binding
+from tests.event_log_samples import OTHER_KEY, OTHER_KEY_ID, OTHER_SERVICE, authority_evidence
 from tests.unit.group.harness import (
     ARTIFACT_A,
     AUTHORITY,
@@ -29,13 +28,9 @@ __all__ = ["ARTIFACT_A", "AUTHORITY", "GROUP"]
 
 KEY_ID = "urn:example:key:group-authority:1"
 KEY = SigningKey(bytes(range(7, 39)))
-IMPOSTOR = Principal("service", "urn:example:service:impostor")
-IMPOSTOR_KEY_ID = "urn:example:key:impostor:1"
-IMPOSTOR_KEY = SigningKey(bytes(range(9, 41)))
-EVIDENCE = RegistryEvidence.from_bindings(
-    "urn:example:organization",
-    [binding(KEY_ID, AUTHORITY, KEY), binding(IMPOSTOR_KEY_ID, IMPOSTOR, IMPOSTOR_KEY)],
-)
+# The harness's Group Authority signs here; the registered impostor is the samples' one.
+IMPOSTOR, IMPOSTOR_KEY_ID, IMPOSTOR_KEY = OTHER_SERVICE, OTHER_KEY_ID, OTHER_KEY
+EVIDENCE = authority_evidence(AUTHORITY, KEY_ID, KEY)
 
 
 def _post(h: Harness, count: int) -> None:
