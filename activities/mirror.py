@@ -11,13 +11,15 @@ log back from there.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from mwp.authority_keys import AuthorityKeyring
 from mwp.group_log import GroupEventLog
 from mwp.mission_names import MIRROR_EVENTS, MirrorBatch
-from mwp.stores.objects import ObjectStore
+from mwp.stores.objects import ObjectStore, S3ObjectStore, open_store
 
 
 class Mirror:
@@ -26,6 +28,15 @@ class Mirror:
     def __init__(self, store: ObjectStore, keyring: AuthorityKeyring) -> None:
         self.store = store
         self.keyring = keyring
+
+    @classmethod
+    def open(cls, location: str | Path, state_dir: Path) -> Mirror:
+        """The mirror of a worker: the log store at ``location`` (a folder or
+        ``s3://bucket/prefix``; a missing bucket is created) and the keyring in ``state_dir``."""
+        store = open_store(location)
+        if isinstance(store, S3ObjectStore):
+            store.ensure_bucket()  # a fresh S3 server has no bucket yet
+        return cls(store, AuthorityKeyring.in_state_dir(state_dir))
 
     @activity.defn(name=MIRROR_EVENTS)
     def mirror_events(self, batch: MirrorBatch) -> int:

@@ -408,14 +408,9 @@ class DevStack:
 
     async def _start_worker(self) -> None:
         from activities.mirror import Mirror
-        from mwp.authority_keys import AuthorityKeyring
-        from mwp.stores.objects import open_store
         from workers.authority import build_authority_worker
 
-        mirror = Mirror(
-            open_store(self.config.log_location),
-            AuthorityKeyring.in_state_dir(self.config.state_dir),
-        )
+        mirror = Mirror.open(self.config.log_location, self.config.state_dir)
         self._worker = build_authority_worker(
             self.client,
             sandboxed=self.config.workflow_sandbox,

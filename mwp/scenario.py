@@ -128,7 +128,6 @@ def result_manifest(
         content = StoredContent(digest, len(data), f"urn:mwp:artifact:{digest[7:]}", False)
     manifest = new_manifest(
         content,
-        artifact_id=f"urn:mwp:artifact:{content.content_hash[7:39]}",
         media_type="text/plain",
         schema_uri="urn:mwp:schema:text",
         producer_agent_id=producer.principal.id,

@@ -21,8 +21,6 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.mirror import Mirror
-from mwp.authority_keys import AuthorityKeyring
-from mwp.stores.objects import S3ObjectStore, open_store
 from mwp.temporal_names import AUTHORITY_TASK_QUEUE
 from workers.registry import ACTIVITIES, SANDBOX_PASSTHROUGH_MODULES, WORKFLOWS
 
@@ -80,10 +78,7 @@ async def run_authority_worker(
 ) -> None:
     """Run until SIGINT or SIGTERM, then shut down gracefully."""
     client = await Client.connect(address, namespace=namespace)
-    store = open_store(log_store or state_dir / "objects")
-    if isinstance(store, S3ObjectStore):
-        store.ensure_bucket()  # a fresh S3 server has no bucket yet
-    mirror = Mirror(store, AuthorityKeyring.in_state_dir(state_dir))
+    mirror = Mirror.open(log_store or state_dir / "objects", state_dir)
     worker = build_authority_worker(client, mirror=mirror, sandboxed=sandboxed)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -123,7 +123,6 @@ class _LocalContext:
         spec = r.spec
         manifest = new_manifest(
             content,
-            artifact_id=f"urn:mwp:artifact:{content.content_hash[7:39]}",
             media_type=media_type,
             schema_uri=schema_uri,
             producer_agent_id=r.agent.agent_id,

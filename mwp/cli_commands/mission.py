@@ -333,7 +333,6 @@ async def _publish(args: argparse.Namespace) -> int:
         content = store.put_stream(iter(lambda: handle.read(1 << 20), b""))
     manifest = new_manifest(
         content,
-        artifact_id=f"urn:mwp:artifact:{content.content_hash[7:39]}",
         media_type=args.media_type,
         schema_uri=args.schema_uri,
         producer_agent_id=identity.principal.id,

@@ -102,10 +102,14 @@ class PublishedManifest:
 # --- manifests (pure) -----------------------------------------------------------------------
 
 
+def default_artifact_id(content_hash: str) -> str:
+    """An Artifact ID named after its content, for producers that have no ID scheme."""
+    return f"urn:mwp:artifact:{content_hash.removeprefix('sha256:')[:32]}"
+
+
 def new_manifest(
     content: StoredContent,
     *,
-    artifact_id: str,
     media_type: str,
     schema_uri: str,
     producer_agent_id: str,
@@ -119,10 +123,12 @@ def new_manifest(
     source_hashes: Sequence[str] = (),
     tool_versions: Sequence[Mapping[str, str]] = (),
     model_versions: Sequence[Mapping[str, str]] = (),
+    artifact_id: str | None = None,
 ) -> dict[str, Any]:
-    """An unsigned manifest of stored content with every member the schema requires."""
+    """An unsigned manifest of stored content with every member the schema requires (the
+    Artifact ID defaults to :func:`default_artifact_id`)."""
     return {
-        "artifactId": artifact_id,
+        "artifactId": artifact_id or default_artifact_id(content.content_hash),
         "contentHash": content.content_hash,
         "uri": content.uri,
         "sizeBytes": content.size_bytes,
