@@ -311,14 +311,15 @@ class MissionWorkflow:
         return envelope, self._context()
 
     def _context(self) -> AuthorityContext:
+        # The notice's maps are handed over as they are (the core only reads them): copying
+        # them cost O(agents + approved Missions) on every Command.
         now = format_utc(workflow.now())
         notice = self._registry.notice
-        approved = dict(notice.approved_missions) if notice is not None else {}
-        return AuthorityContext(now, self._principal, self._session_epochs(), approved)
-
-    def _session_epochs(self) -> dict[str, int]:
-        notice = self._registry.notice
-        return dict(notice.session_epochs) if notice is not None else {}
+        if notice is None:
+            return AuthorityContext(now, self._principal)
+        return AuthorityContext(
+            now, self._principal, notice.session_epochs, notice.approved_missions
+        )
 
     def _after_accept(self, outcome: Outcome) -> None:
         self._events_this_run.extend(outcome.events)
@@ -562,7 +563,7 @@ class MissionWorkflow:
         state, revision = self._headline
         workflow.set_current_details(
             f"**{state}** · revision {revision} · "
-            f"sequence {self._authority.sequence} · {len(self._authority.work_item_ids())} "
+            f"sequence {self._authority.sequence} · {self._authority.work_item_count} "
             f"WorkItems · run {self._input.run_number}"
         )
 

@@ -342,6 +342,10 @@ class GroupAuthority:
             "ownershipEpoch": item.ownership_epoch,
         }
 
+    @property
+    def work_item_count(self) -> int:
+        return len(self._state.work_items)
+
     def work_item_ids(self) -> list[str]:
         return list(self._state.work_items)
 
