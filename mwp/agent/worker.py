@@ -28,11 +28,12 @@ from mwp.agent.calls import agent_task_queue
 from mwp.agent.declaration import Agent
 from mwp.agent.ledger import ToolLedger
 from mwp.client import KeyStore, OrganizationRegistryClient, connect
+from mwp.state_dir import StateDirError
+from mwp.state_dir import organization_id_of as state_dir_organization
 from mwp.stores.objects import S3ObjectStore, open_store
 
 # Where `mwp registry init` leaves the registry service key and the Organization's ID.
 REGISTRY_KEY_NAME = "registry-service"
-ORGANIZATION_FILE = "organization.json"
 
 
 class AgentWorkerError(Exception):
@@ -64,14 +65,10 @@ def load_agent(target: str) -> Agent:
 
 def organization_id_of(state_dir: Path, organization_id: str | None = None) -> str:
     """``organization_id``, else the one `mwp registry init` remembered in ``state_dir``."""
-    if organization_id:
-        return organization_id
-    path = state_dir / ORGANIZATION_FILE
     try:
-        value: str = json.loads(path.read_text())["organizationId"]
-    except FileNotFoundError:
-        raise AgentWorkerError(f"no {path}: pass --org or run `mwp registry init`") from None
-    return value
+        return state_dir_organization(state_dir, organization_id)
+    except StateDirError as exc:
+        raise AgentWorkerError(str(exc)) from None
 
 
 def _card_matches(card: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:

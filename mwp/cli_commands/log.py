@@ -227,15 +227,7 @@ def _evidence(args: argparse.Namespace) -> Any:
 async def _registry_evidence(args: argparse.Namespace) -> Any:
     from mwp.client import ClientError, connect
 
-    organization_id = args.org
-    if organization_id is None:
-        path = args.state_dir / "organization.json"
-        try:
-            organization_id = json.loads(path.read_text())["organizationId"]
-        except (OSError, ValueError, KeyError):
-            raise LogCliError(
-                f"no Registry evidence: pass --evidence FILE, or --org (no {path})"
-            ) from None
+    organization_id = _organization(args, "no Registry evidence (pass --evidence FILE)")
     try:
         client = await connect(args.address, args.namespace)
         return await client.registry(organization_id).evidence_json()
@@ -265,19 +257,20 @@ def _identity(args: argparse.Namespace) -> Any:
         raise LogCliError(f"cannot use key {args.key_name!r}: {exc}") from None
 
 
+def _organization(args: argparse.Namespace, why: str) -> str:
+    from mwp.state_dir import StateDirError, organization_id_of
+
+    try:
+        return organization_id_of(args.state_dir, args.org)
+    except StateDirError as exc:
+        raise LogCliError(f"{why}: {exc}") from None
+
+
 def _group_authority_identity(args: argparse.Namespace) -> Any:
     from mwp.authority_keys import AuthorityKeyring
     from mwp.missions import group_authority
 
-    organization_id = args.org
-    if organization_id is None:
-        path = args.state_dir / "organization.json"
-        try:
-            organization_id = json.loads(path.read_text())["organizationId"]
-        except (OSError, ValueError, KeyError):
-            raise LogCliError(
-                f"no --key-name and no Organization (no {path}; pass --org)"
-            ) from None
+    organization_id = _organization(args, "no --key-name")
     principal_id = group_authority(organization_id).id
     identity = AuthorityKeyring.in_state_dir(args.state_dir).get(principal_id)
     if identity is None:

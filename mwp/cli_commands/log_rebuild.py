@@ -57,14 +57,13 @@ async def _run(args: argparse.Namespace) -> int:
     from mwp.group_log import GroupEventLog
     from mwp.log_rebuild import RebuildError, compare, rebuild
     from mwp.missions import group_authority
+    from mwp.state_dir import StateDirError, organization_id_of
     from mwp.stores.objects import open_store
 
-    organization_id = args.org
-    if organization_id is None:
-        organization_file = args.state_dir / "organization.json"
-        if not organization_file.exists():
-            raise RebuildError(f"no {organization_file}: run `mwp registry init` first")
-        organization_id = json.loads(organization_file.read_text())["organizationId"]
+    try:
+        organization_id = organization_id_of(args.state_dir, args.org)
+    except StateDirError as exc:
+        raise RebuildError(str(exc)) from None
     authority = AuthorityKeyring.in_state_dir(args.state_dir).get(
         group_authority(organization_id).id
     )

@@ -139,12 +139,12 @@ def _handler(action: Any) -> Any:
 
 
 def _organization_id(state_dir: Path) -> str:
-    path = state_dir / "organization.json"
+    from mwp.state_dir import StateDirError, organization_id_of
+
     try:
-        organization_id: str = json.loads(path.read_text())["organizationId"]
-    except FileNotFoundError:
-        raise MissionCliError(f"no {path}: run `mwp registry init` first") from None
-    return organization_id
+        return organization_id_of(state_dir)
+    except StateDirError as exc:
+        raise MissionCliError(str(exc)) from None
 
 
 def _identity(state_dir: Path, name: str) -> Identity:

@@ -20,13 +20,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mwp.state_dir import ORGANIZATION_FILE
+
 if TYPE_CHECKING:
     from mwp.client import Identity, KeyStore, MwpClient, OrganizationRegistryClient
 
 DEFAULT_ORGANIZATION = "urn:mwp:organization:dev"
 REGISTRY_SERVICE = "urn:mwp:service:registry"
 REGISTRY_KEY_NAME = "registry-service"
-ORGANIZATION_FILE = "organization.json"
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 
 
@@ -109,12 +110,12 @@ def _keys(args: argparse.Namespace) -> KeyStore:
 
 
 def _organization_id(args: argparse.Namespace) -> str:
-    path = args.state_dir / ORGANIZATION_FILE
+    from mwp.state_dir import StateDirError, organization_id_of
+
     try:
-        organization_id: str = json.loads(path.read_text())["organizationId"]
-    except FileNotFoundError:
-        raise RegistryCliError(f"no {path}: run `mwp registry init` first") from None
-    return organization_id
+        return organization_id_of(args.state_dir)
+    except StateDirError as exc:
+        raise RegistryCliError(str(exc)) from None
 
 
 def _name(value: str) -> str:
