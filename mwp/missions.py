@@ -128,7 +128,7 @@ class MissionHandle:
 
     async def send_signed(self, command: Mapping[str, Any]) -> dict[str, Any]:
         """Send an already signed Command (exact bytes: its JCS form)."""
-        return await resending_when_not_ready(
+        return await resending_until_decided(
             lambda: self.client.send_command(self.workflow_id, COMMAND_UPDATE, command)
         )
 
@@ -292,7 +292,7 @@ class MissionClient:
                 )
             return result
 
-        return await resending_when_not_ready(send)
+        return await resending_until_decided(send)
 
 
 def workflow_not_ready(error: BaseException) -> bool:
@@ -315,7 +315,7 @@ def workflow_not_ready(error: BaseException) -> bool:
     return False
 
 
-async def resending_when_not_ready(
+async def resending_until_decided(
     send: Callable[[], Awaitable[T]],
     attempts: int = NOT_READY_ATTEMPTS,
     *,

@@ -28,7 +28,7 @@ from mwp.missions import (
     MissionClient,
     MissionHandle,
     in_seconds,
-    resending_when_not_ready,
+    resending_until_decided,
 )
 from mwp.scenario import (
     definition_of_done,
@@ -270,7 +270,7 @@ class MissionRig:
                 )
             return result
 
-        return await resending_when_not_ready(send)
+        return await resending_until_decided(send)
 
     async def coordinate(
         self, kind: str, payload: Mapping[str, Any], **envelope: Any

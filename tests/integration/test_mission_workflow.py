@@ -27,7 +27,7 @@ from mwp.mission_names import TimerReport
 from mwp.missions import (
     group_authority,
     in_seconds,
-    resending_when_not_ready,
+    resending_until_decided,
     workflow_not_ready,
 )
 from mwp.temporal_errors import RemoteMwpError
@@ -557,7 +557,7 @@ async def test_only_an_aborted_update_is_resent() -> None:
         return send
 
     assert (
-        await resending_when_not_ready(
+        await resending_until_decided(
             flaky(3, _rpc_error(RPCStatusCode.FAILED_PRECONDITION, not_ready))
         )
         == "decided"
@@ -566,11 +566,11 @@ async def test_only_an_aborted_update_is_resent() -> None:
     calls.clear()
     other = _rpc_error(RPCStatusCode.FAILED_PRECONDITION, "temporal.api.errordetails.v1.Other")
     with pytest.raises(RPCError):
-        await resending_when_not_ready(flaky(1, other))
+        await resending_until_decided(flaky(1, other))
     assert len(calls) == 1
     calls.clear()
     with pytest.raises(RPCError):
-        await resending_when_not_ready(
+        await resending_until_decided(
             flaky(5, _rpc_error(RPCStatusCode.FAILED_PRECONDITION, not_ready)), attempts=3
         )
     assert len(calls) == 3
@@ -589,16 +589,16 @@ async def test_backpressure_is_answered_by_resending_after_retry_after() -> None
             raise error
         return "decided"
 
-    assert await resending_when_not_ready(lambda: send(3)) == "decided"
+    assert await resending_until_decided(lambda: send(3)) == "decided"
     assert len(calls) == 4
     calls.clear()
     with pytest.raises(RemoteMwpError) as raised:
-        await resending_when_not_ready(lambda: send(100), backpressure_seconds=0.05)
+        await resending_until_decided(lambda: send(100), backpressure_seconds=0.05)
     assert raised.value.code == ErrorCode.BACKPRESSURE and 2 <= len(calls) < 100
     calls.clear()
     refused = RemoteMwpError({"code": "INVALID_COMMAND", "retryable": False})
     with pytest.raises(RemoteMwpError):
-        await resending_when_not_ready(lambda: send(1, refused))
+        await resending_until_decided(lambda: send(1, refused))
     assert len(calls) == 1
 
 
