@@ -5,7 +5,13 @@ have no I/O; the :class:`ToolLedger` uses an object store; the Temporal agent ru
 hosts capabilities as activities builds on these.
 """
 
-from mwp.agent.context import Blocked, CapabilityContext, CapabilityStopped, Preempted
+from mwp.agent.context import (
+    Blocked,
+    CapabilityContext,
+    CapabilityFailure,
+    CapabilityStopped,
+    Preempted,
+)
 from mwp.agent.declaration import (
     ANY_OBJECT,
     Agent,
@@ -35,6 +41,7 @@ __all__ = [
     "AgentDeclarationError",
     "Blocked",
     "CapabilityContext",
+    "CapabilityFailure",
     "CapabilitySpec",
     "CapabilityStopped",
     "CardInfo",

@@ -68,3 +68,28 @@ class ToolCall:
     def key(self) -> str:
         """The idempotency key: ``tool_key`` of Mission, WorkItem, Ownership Epoch, op ID."""
         return tool_key(self.mission_id, self.work_item_id, self.ownership_epoch, self.op_id)
+
+
+# The Worker Scheduler's workflow (AgentWorkflow) and the activities it runs on the agent's
+# own task queue, hosted by the agent worker process that holds the agent's key.
+ACCEPT_OFFER = "mwp.agent.accept_offer"
+RUN_CAPABILITY = "mwp.agent.run_capability"
+
+
+def agent_workflow_id(agent_id: str) -> str:
+    """The AgentWorkflow of ``agent_id``: ``agent:<agent id>``."""
+    if not isinstance(agent_id, str) or not agent_id:
+        raise ValueError("agent_id must be a non-empty string")
+    return f"agent:{agent_id}"
+
+
+@dataclass
+class OfferAcceptance:
+    """``work.accept_offer`` for an admitted offer (the ``accept_offer`` activity's input)."""
+
+    group_id: str
+    mission_id: str
+    work_item_id: str
+    offer_id: str
+    contract_version: int
+    session_epoch: int

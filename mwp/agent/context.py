@@ -43,6 +43,18 @@ class Blocked(CapabilityStopped):
         self.required_resolution = required_resolution
 
 
+class CapabilityFailure(Exception):  # noqa: N818 (what the capability raises)
+    """Raise from a capability to fail with a failure code (``UPPER_SNAKE``).
+
+    A code the Work Contract's ``retryPolicy.retryableFailures`` lists is retried within
+    ``maxAttempts`` and its backoff; anything else (and any other exception, reported as
+    ``CAPABILITY_ERROR``) records ``work.fail`` with Evidence of the failure."""
+
+    def __init__(self, message: str, *, code: str = "CAPABILITY_FAILED") -> None:
+        super().__init__(message)
+        self.code = code
+
+
 @runtime_checkable
 class CapabilityContext(Protocol):
     """The capability's view of its WorkItem and the runtime's services."""

@@ -24,13 +24,15 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from mwp.agent.calls import agent_task_queue
+from mwp.agent.calls import agent_task_queue, agent_workflow_id
 from mwp.agent.declaration import Agent
+from mwp.agent.inbox import GroupInboxes
 from mwp.agent.ledger import ToolLedger
-from mwp.client import KeyStore, OrganizationRegistryClient, connect
+from mwp.client import KeyStore, MwpClient, OrganizationRegistryClient, connect
+from mwp.missions import group_authority
 from mwp.state_dir import StateDirError
 from mwp.state_dir import organization_id_of as state_dir_organization
-from mwp.stores.objects import S3ObjectStore, open_store
+from mwp.stores.objects import ObjectStore, S3ObjectStore, open_store
 
 # Where `mwp registry init` leaves the registry service key and the Organization's ID.
 REGISTRY_KEY_NAME = "registry-service"
@@ -110,19 +112,81 @@ def build_agent_worker(
     ledger: ToolLedger,
     *,
     task_queue: str | None = None,
+    runtime: MwpClient | None = None,
     **options: Any,
 ) -> Worker:
-    """A Worker hosting ``agent``'s tool activity on its task queue (or ``task_queue``)."""
+    """A Worker on ``agent``'s task queue (or ``task_queue``) hosting its tool activity and,
+    given the ``runtime`` client, its AgentWorkflow (the Worker Scheduler) with the
+    ``accept_offer`` and ``run_capability`` activities."""
+    from activities.agent import AgentActivities
     from activities.tools import ToolActivities
+    from workflows.agent import AgentWorkflow
 
     tools = ToolActivities(agent, ledger)
+    activities: list[Callable[..., Any]] = [tools.run_tool]
+    workflows: list[type] = []
+    if runtime is not None:
+        agents = AgentActivities(agent, runtime, ledger.store)
+        activities += [agents.accept_offer, agents.run_capability]
+        workflows.append(AgentWorkflow)
     options.setdefault("max_concurrent_activities", max(8, 4 * agent.max_concurrency))
     return Worker(
         client,
         task_queue=task_queue or agent_task_queue(agent.agent_id),
-        activities=[tools.run_tool],
+        activities=activities,
+        workflows=workflows,
         **options,
     )
+
+
+def agent_input(agent: Agent, card_version: int, session_epoch: int, **options: Any) -> Any:
+    """The AgentWorkflow's input for ``agent`` (its card's capabilities and concurrency)."""
+    from workflows.agent import AgentInput
+
+    served: dict[str, list[str]] = {}
+    for spec in agent.capabilities:
+        served.setdefault(spec.id, []).append(spec.version)
+    return AgentInput(
+        agent_id=agent.agent_id,
+        card_version=card_version,
+        capabilities={k: sorted(v) for k, v in served.items()},
+        slots=agent.max_concurrency,
+        session_epoch=session_epoch,
+        **options,
+    )
+
+
+async def start_scheduler(
+    client: Client, agent: Agent, card_version: int, session_epoch: int, **options: Any
+) -> None:
+    """Start the agent's AgentWorkflow, or tell the running one about the new Session."""
+    from workflows.agent import AgentWorkflow
+
+    await client.start_workflow(
+        AgentWorkflow.run,
+        agent_input(agent, card_version, session_epoch, **options),
+        id=agent_workflow_id(agent.agent_id),
+        task_queue=agent_task_queue(agent.agent_id),
+        start_signal="session",
+        start_signal_args=[session_epoch],
+    )
+
+
+def scheduler_inboxes(
+    client: MwpClient, registry: OrganizationRegistryClient, agent: Agent, store: ObjectStore
+) -> GroupInboxes:
+    """The agent's Group inboxes, feeding its AgentWorkflow."""
+    handle = client.temporal.get_workflow_handle(agent_workflow_id(agent.agent_id))
+
+    async def cursors() -> dict[str, Any]:
+        value: dict[str, Any] = await handle.query("cursors")
+        return value
+
+    async def deliver(batch: dict[str, Any]) -> None:
+        await handle.signal("deliver", batch)
+
+    authority = group_authority(registry.organization_id)
+    return GroupInboxes(store, registry.evidence, cursors, deliver, authority=authority)
 
 
 @dataclass(frozen=True)
@@ -144,6 +208,7 @@ async def run_agent_worker(
     organization_id: str | None = None,
     tool_store: str | None = None,
     on_ready: Callable[[AgentSession], None] | None = None,
+    scheduler_options: Mapping[str, Any] | None = None,
 ) -> AgentSession:
     """Register, open a Session, run the worker until SIGINT or SIGTERM; the session."""
     organization = organization_id_of(state_dir, organization_id)
@@ -156,7 +221,9 @@ async def run_agent_worker(
     if isinstance(store, S3ObjectStore):
         store.ensure_bucket()
     queue = agent_task_queue(agent.agent_id)
-    worker = build_agent_worker(client.temporal, agent, ToolLedger(store), task_queue=queue)
+    worker = build_agent_worker(
+        client.temporal, agent, ToolLedger(store), task_queue=queue, runtime=client
+    )
     session = AgentSession(organization, card_version, epoch, queue)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -164,9 +231,15 @@ async def run_agent_worker(
         loop.add_signal_handler(signum, stop.set)
     try:
         async with worker:
+            await start_scheduler(
+                client.temporal, agent, card_version, epoch, **(scheduler_options or {})
+            )
+            inboxes = scheduler_inboxes(client, registry, agent, store)
+            feeding = asyncio.create_task(inboxes.run(stop))
             if on_ready is not None:
                 on_ready(session)
             await stop.wait()
+            await feeding
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)

@@ -73,6 +73,12 @@ def _check_prefix(prefix: str) -> str:
     return prefix
 
 
+def _check_folder_prefix(prefix: str) -> str:
+    if not prefix.endswith("/"):
+        raise ValueError(f"a folder prefix ends with '/': {prefix!r}")
+    return _check_prefix(prefix)
+
+
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -95,6 +101,11 @@ class ObjectStore(Protocol):
 
     def list_keys(self, prefix: str, *, after: str | None = None, limit: int = 1000) -> list[str]:
         """Keys under ``prefix`` greater than ``after``, in lexical order, at most ``limit``."""
+        ...
+
+    def list_folders(self, prefix: str) -> list[str]:
+        """The names of the next key segments under ``prefix`` (which ends with ``/``), sorted:
+        ``groups/`` lists one name per Group without listing its Events."""
         ...
 
     def uri(self, key: str) -> str:
@@ -245,6 +256,13 @@ class FolderObjectStore:
         if after is not None:
             keys = [k for k in keys if k > after]
         return keys[:limit]
+
+    def list_folders(self, prefix: str) -> list[str]:
+        _check_folder_prefix(prefix)
+        base = self.root.joinpath(*prefix.rstrip("/").split("/"))
+        if not base.is_dir():
+            return []
+        return sorted(p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
 
     def uri(self, key: str) -> str:
         return self._path(key).as_uri()
@@ -509,6 +527,22 @@ class S3ObjectStore:
             raise ObjectStoreError(f"list {self.prefix + prefix}: {exc}") from exc
         cut = len(self.prefix)
         return [item["Key"][cut:] for item in response.get("Contents", [])][:limit]
+
+    def list_folders(self, prefix: str) -> list[str]:
+        from botocore.exceptions import ClientError
+
+        _check_folder_prefix(prefix)
+        names: list[str] = []
+        paginator = self.client.get_paginator("list_objects_v2")
+        full = self.prefix + prefix
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full, Delimiter="/"):
+                names.extend(
+                    p["Prefix"][len(full) :].rstrip("/") for p in page.get("CommonPrefixes", [])
+                )
+        except ClientError as exc:
+            raise ObjectStoreError(f"list {full}: {exc}") from exc
+        return sorted(names)
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"

@@ -189,6 +189,9 @@ def _decide_renew(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draft
     reported = _progress(cmd, required=False)
     if reported is not None:
         payload["progress"] = reported
+    if cmd.payload.has("checkpointRef"):
+        # A safe point reached without releasing the lease: a successor resumes from it.
+        payload["checkpointRef"] = _reference(cmd, "checkpointRef")
     drafts.add(
         "work.progressed", ("work_item", item.work_item_id), payload, work_item_id=item.work_item_id
     )
@@ -432,6 +435,12 @@ def _evolve_progressed(state: GroupState, event: Json) -> None:
     item.execution_lease = execution_lease_from_document(payload["executionLease"])
     if "progress" in payload:
         item.progress = payload["progress"]
+    if "checkpointRef" in payload:
+        item.checkpoint = {
+            "checkpointRef": payload["checkpointRef"],
+            "leaseId": payload["executionLease"]["leaseId"],
+            "checkpointedAt": event["occurredAt"],
+        }
 
 
 def _evolve_checkpointed(state: GroupState, event: Json) -> None:

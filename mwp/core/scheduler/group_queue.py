@@ -17,6 +17,26 @@ from mwp.core.scheduler.model import Entry, Offer, Phase, Terms
 Json = dict[str, Any]
 
 OWNERSHIP_EXPIRED = "ext.missionweaveprotocol.core.ownership_expired"
+# Every Event kind a GroupQueue reads (an inbox may pass on only these).
+SCHEDULED_KINDS = frozenset(
+    {
+        "work.authorized",
+        "work.contract.revised",
+        "work.offer.created",
+        "work.offer.accepted",
+        "approval.execution.granted",
+        "work.started",
+        "work.progressed",
+        "work.checkpointed",
+        "work.blocked",
+        "work.unblocked",
+        "work.submitted",
+        "work.result.accepted",
+        "work.failed",
+        "work.cancelled",
+        OWNERSHIP_EXPIRED,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +53,7 @@ class GroupQueue:
         "_handlers",
         "_ready",
         "agent_id",
+        "checkpoints",
         "cursor",
         "dead",
         "entries",
@@ -49,6 +70,8 @@ class GroupQueue:
         self.entries: dict[str, Entry] = {}  # the items offered to or owned by this Agent
         self.verified: set[str] = set()
         self.dead: set[str] = set()  # failed or cancelled: a dependency that cannot be met
+        # The latest checkpoint of every item, whoever recorded it: a new owner resumes there.
+        self.checkpoints: dict[str, str] = {}
         self._ready: list[tuple[int, str, int]] = []  # (key, work item, entry version)
         self._handlers: dict[str, Callable[[str, Json, Json], None]] = {
             "work.authorized": self._authorized,
@@ -57,6 +80,7 @@ class GroupQueue:
             "work.offer.accepted": self._accepted,
             "approval.execution.granted": self._granted,
             "work.started": self._started,
+            "work.progressed": self._progressed,
             "work.checkpointed": self._checkpointed,
             "work.blocked": self._blocked,
             "work.unblocked": self._unblocked,
@@ -66,6 +90,7 @@ class GroupQueue:
             "work.cancelled": self._ended,
             OWNERSHIP_EXPIRED: self._expired,
         }
+        assert self._handlers.keys() == SCHEDULED_KINDS
 
     # --- projection -----------------------------------------------------------------------
 
@@ -119,6 +144,7 @@ class GroupQueue:
                         start_within=int(payload["startWithinSeconds"]),
                         selection_basis=doc["selectionBasis"],
                     ),
+                    checkpoint_ref=self.checkpoints.get(item_id),
                 )
 
     def _accepted(self, item_id: str, payload: Json, _: Json) -> None:
@@ -130,6 +156,7 @@ class GroupQueue:
             return
         if entry is None:
             entry = self.entries[item_id] = Entry(item_id, self.terms[item_id], Phase.QUEUED)
+            entry.checkpoint_ref = self.checkpoints.get(item_id)
         entry.accepted_at = seconds(owner["acceptedAt"])
         entry.start_by = seconds(owner["startBy"])
         entry.ownership_epoch = int(owner["ownershipEpoch"])
@@ -148,7 +175,18 @@ class GroupQueue:
             entry.lease_id = payload["executionLease"]["leaseId"]
             self._set(entry, Phase.ACTIVE)
 
+    def _progressed(self, item_id: str, payload: Json, _: Json) -> None:
+        ref = payload.get("checkpointRef")
+        if ref is None:
+            return
+        self.checkpoints[item_id] = ref
+        entry = self._mine(item_id)
+        if entry is not None:
+            entry.checkpoint_ref = ref
+
     def _checkpointed(self, item_id: str, payload: Json, _: Json) -> None:
+        if "checkpointRef" in payload:
+            self.checkpoints[item_id] = payload["checkpointRef"]
         entry = self._mine(item_id)
         if entry is not None:
             # A checkpoint ends a cooperative preemption: the item re-enters its Group queue.
@@ -251,6 +289,12 @@ class GroupQueue:
         """Reserve the item for a slot (the shell then asks the Authority for ``work.start``)."""
         self._set(entry, Phase.DISPATCHED)
 
+    def untake(self, entry: Entry) -> None:
+        """Undo :meth:`take` when the item did not start (the Authority refused
+        ``work.start``): queued again, unless a later Event already moved it."""
+        if entry.phase is Phase.DISPATCHED:
+            self._requeue(entry, Phase.QUEUED)
+
     def ready_entries(self) -> Iterator[Entry]:
         for entry in self.entries.values():
             if self.eligible(entry):
@@ -284,6 +328,30 @@ class GroupQueue:
             },
             "ready": [e.work_item_id for e in sorted(self.ready_entries(), key=_order)],
         }
+
+
+def snapshot_json(queue: GroupQueue) -> Json:
+    """:meth:`GroupQueue.snapshot` as JSON (sets sorted), equal across processes."""
+    snap = queue.snapshot()
+    snap["entries"] = {
+        item: [_terms_json(v) if isinstance(v, Terms) else v for v in values]
+        for item, values in snap["entries"].items()
+    }
+    snap["checkpoints"] = dict(sorted(queue.checkpoints.items()))
+    return snap
+
+
+def _terms_json(terms: Terms) -> Json:
+    return {
+        "contractVersion": terms.contract_version,
+        "urgency": terms.urgency.name,
+        "deadline": terms.deadline,
+        "capabilities": [list(c) for c in terms.capabilities],
+        "dependencies": sorted(terms.dependencies),
+        "budget": dict(sorted(terms.budget.items())),
+        "risk": terms.risk.value,
+        "gated": terms.gated,
+    }
 
 
 def _order(entry: Entry) -> tuple[int, str]:

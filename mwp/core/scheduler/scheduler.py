@@ -176,6 +176,21 @@ class Scheduler:
         self.served[group_id] = self.served.get(group_id, 0) + 1
         return Dispatch(slot.index, context, entry.checkpoint_ref)
 
+    def undispatch(self, group_id: str, work_item_id: str) -> bool:
+        """Free the slot of a dispatched item that did not start; True if one was freed.
+
+        Only a ``dispatched`` item is affected: once its ``work.started`` Event arrived, the
+        Events (checkpoint, block, submission, expiry) release the slot instead."""
+        group = self._groups[group_id]
+        entry = group.queue.entries.get(work_item_id)
+        if entry is None or entry.phase is not Phase.DISPATCHED:
+            return False
+        group.queue.untake(entry)
+        self.slots.release(group_id, work_item_id)
+        group.running -= 1
+        self._fair.wake(group_id)
+        return True
+
     def _context(self, group_id: str, group: _Group, entry: Entry) -> SlotContext:
         return slot_context(
             group_id=group_id,

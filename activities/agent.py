@@ -1,0 +1,106 @@
+"""The Worker Scheduler's activities, hosted by the agent worker process (it holds the key).
+
+* ``accept_offer``: signs and sends ``work.accept_offer`` for an admitted offer. Losing the
+  race (``WORK_ALREADY_OWNED``) or a lapsed offer is an answer, not a failure.
+* ``run_capability``: one leased run of the capability (:class:`LeasedExecution`), its
+  Commands signed with the agent's key under the worker's Session Epoch; heartbeats while it
+  runs, so a dead worker is noticed; preemption requests are read from the AgentWorkflow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+
+from mwp.agent.calls import (
+    ACCEPT_OFFER,
+    RUN_CAPABILITY,
+    OfferAcceptance,
+    agent_workflow_id,
+)
+from mwp.agent.declaration import Agent
+from mwp.agent.execution import ExecutionOrder, ExecutionOutcome, LeasedExecution, refusal
+from mwp.agent.progress import OwnerCommand
+from mwp.client import MwpClient
+from mwp.core.errors import ErrorCode, MwpError
+from mwp.missions import MissionHandle
+from mwp.stores.objects import ObjectStore
+
+Json = dict[str, Any]
+
+# Refusals of an acceptance that only mean "not ours".
+LOST_OFFER = frozenset({ErrorCode.WORK_ALREADY_OWNED, ErrorCode.WORK_OFFER_EXPIRED})
+
+
+class _Channel:
+    """An :class:`~mwp.agent.execution.OwnerChannel` over the client SDK."""
+
+    def __init__(self, agents: AgentActivities, order: ExecutionOrder) -> None:
+        self._agents = agents
+        self._order = order
+        self._mission = MissionHandle(agents.client, order.mission_id, order.group_id)
+
+    async def send(self, command: OwnerCommand) -> Json:
+        return await self._mission.send(
+            self._agents.agent.identity,
+            command.kind,
+            command.payload,
+            session_epoch=self._order.session_epoch,
+            work_item_id=command.work_item_id,
+        )
+
+    async def work_item(self, work_item_id: str) -> Json:
+        return await self._mission.work_item(work_item_id)
+
+    async def preemption_requested(self) -> bool:
+        handle = self._agents.temporal.get_workflow_handle(agent_workflow_id(self._order.agent_id))
+        requested: bool = await handle.query(
+            "preemption_requested", args=[self._order.group_id, self._order.work_item_id]
+        )
+        return requested
+
+
+class AgentActivities:
+    """``accept_offer`` and ``run_capability`` for one Agent."""
+
+    def __init__(self, agent: Agent, client: MwpClient, store: ObjectStore) -> None:
+        self.agent = agent
+        self.client = client
+        self.store = store
+
+    @property
+    def temporal(self) -> Client:
+        return self.client.temporal
+
+    @activity.defn(name=ACCEPT_OFFER)
+    async def accept_offer(self, acceptance: OfferAcceptance) -> Json:
+        mission = MissionHandle(self.client, acceptance.mission_id, acceptance.group_id)
+        try:
+            receipt = await mission.send(
+                self.agent.identity,
+                "work.accept_offer",
+                {"offerId": acceptance.offer_id, "contractVersion": acceptance.contract_version},
+                session_epoch=acceptance.session_epoch,
+                work_item_id=acceptance.work_item_id,
+            )
+        except MwpError as error:
+            if error.code in LOST_OFFER:
+                return {"decision": "lost", "refusal": refusal(error)}
+            raise
+        accepted = next(e for e in receipt["events"] if e["kind"] == "work.offer.accepted")
+        return {
+            "decision": "accepted",
+            "ownershipEpoch": accepted["payload"]["owner"]["ownershipEpoch"],
+        }
+
+    @activity.defn(name=RUN_CAPABILITY)
+    async def run_capability(self, order: ExecutionOrder) -> ExecutionOutcome:
+        run = LeasedExecution(
+            self.agent, order, _Channel(self, order), self.store, beat=activity.heartbeat
+        )
+        outcome = await run.run()
+        activity.logger.info("run of %s ended: %s", order.work_item_id, asdict(outcome))
+        return outcome

@@ -1,0 +1,526 @@
+"""One leased run of a capability: start (or continue) under an Execution Lease, renew it,
+run the capability with a :class:`CapabilityContext`, and end it with the matching Command.
+
+Temporal-free: it talks to the Group Authority through an :class:`OwnerChannel` (the agent
+worker's capability activity passes one that signs Commands with the agent's key and sends them
+as Updates), so its rules are the same wherever it runs.
+
+* **Start.** ``work.start`` under the dispatched Ownership Epoch gives a new Execution Lease.
+  A retried run (the same Session, the item still ``active`` under its lease) continues under
+  that lease instead; anything else (another owner, a higher epoch, a settled item) ends the
+  run as ``not_started``.
+* **Renewal.** Every ``lease_seconds / 3`` the lease is renewed; progress reports and
+  checkpoints ride on renewals. A renewal refused with ``WORK_LEASE_EXPIRED`` or
+  ``WORK_STALE_OWNERSHIP`` means this runtime is fenced: from then on ``ctx.tool`` refuses new
+  side effects (spec 11.5) and the outcome is ``fenced``.
+* **Checkpoints** are JSON states stored content-addressed in the object store
+  (``checkpoints/<sha256 hex>``) and named in the Group by their ``sha256:`` reference, so any
+  later owner, on any machine sharing the store, resumes from the latest one.
+* **Late results.** A submission refused because the run was fenced is kept for audit
+  (``late-results/...`` in the store) and never completes the item (spec 11.5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, Protocol
+
+from mwp.agent.context import Blocked, CapabilityContext, CapabilityFailure, Preempted
+from mwp.agent.declaration import Agent, CapabilitySpec
+from mwp.agent.idempotency import tool_key
+from mwp.agent.ledger import ToolLedger
+from mwp.agent.local import accepts_idempotency_key
+from mwp.agent.progress import (
+    OwnerCommand,
+    Progress,
+    block_command,
+    checkpoint_command,
+    progress_command,
+    submit_command,
+)
+from mwp.client import utc_now
+from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.event_log import group_segment
+from mwp.core.jcs import canonicalize
+from mwp.core.strict_json import parse_bytes
+from mwp.stores.artifacts import ArtifactStore, new_manifest, sign_manifest
+from mwp.stores.objects import ObjectStore
+
+Json = dict[str, Any]
+log = logging.getLogger(__name__)
+
+# Refusals that mean "this run no longer holds the item": stop acting, keep results for audit.
+FENCED_CODES = frozenset({ErrorCode.WORK_LEASE_EXPIRED, ErrorCode.WORK_STALE_OWNERSHIP})
+CHECKPOINT_PREFIX = "checkpoints/"
+LATE_RESULT_PREFIX = "late-results/"
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
+
+
+class LeaseLost(Exception):  # noqa: N818 (a state, like Preempted)
+    """Raised by ``ctx.tool`` and other side effects once the run is fenced."""
+
+
+class OwnerChannel(Protocol):
+    """How a run reaches its Group Authority (signing and sending are the channel's job)."""
+
+    async def send(self, command: OwnerCommand) -> Json:
+        """The receipt of the signed Command; a refusal raises :class:`MwpError`."""
+        ...
+
+    async def work_item(self, work_item_id: str) -> Json:
+        """The Authority's current view of the WorkItem."""
+        ...
+
+    async def preemption_requested(self) -> bool:
+        """Whether the Worker Scheduler asked this run to stop at its next checkpoint."""
+        ...
+
+
+@dataclass
+class ExecutionOrder:
+    """What the Worker Scheduler dispatches to a slot (the capability activity's input)."""
+
+    agent_id: str
+    session_epoch: int
+    group_id: str
+    mission_id: str
+    work_item_id: str
+    ownership_epoch: int
+    resume_from: str | None = None
+    lease_seconds: int = 60
+
+
+@dataclass
+class ExecutionOutcome:
+    """How a run ended: ``submitted``, ``blocked``, ``preempted``, ``failed``, ``fenced`` or
+    ``not_started``; the lease it ran under and what the Authority said."""
+
+    status: str
+    lease_id: str | None = None
+    detail: Json = field(default_factory=dict)
+
+
+def checkpoint_key(ref: str) -> str:
+    return CHECKPOINT_PREFIX + ref.removeprefix("sha256:")
+
+
+def store_checkpoint(store: ObjectStore, state: Any) -> str:
+    """Store ``state`` (JSON) content-addressed; its ``sha256:`` reference."""
+    data = canonicalize(state)
+    ref = "sha256:" + hashlib.sha256(data).hexdigest()
+    store.put_if_absent(checkpoint_key(ref), data)
+    return ref
+
+
+def load_checkpoint(store: ObjectStore, ref: str) -> Any:
+    """The state behind ``ref``, hash-checked (``LookupError`` if absent or altered)."""
+    data = store.get(checkpoint_key(ref))
+    if data is None:
+        raise LookupError(f"checkpoint {ref} is not in the store")
+    if "sha256:" + hashlib.sha256(data).hexdigest() != ref:
+        raise LookupError(f"checkpoint {ref} does not match its hash")
+    return parse_bytes(data)
+
+
+def retry_delay(policy: Mapping[str, Any], attempt: int) -> float:
+    """Seconds before attempt ``attempt + 1`` under a Work Contract's ``retryPolicy``."""
+    backoff = policy.get("backoff", "none")
+    if backoff == "none":
+        return 0.0
+    ceiling = _duration_seconds(str(policy.get("maxDelay", "PT5M")))
+    delay = 1.0 if backoff == "fixed" else float(2 ** (attempt - 1))
+    return min(delay, ceiling)
+
+
+def _duration_seconds(text: str) -> float:
+    """An ISO 8601 duration of days, hours, minutes and seconds (``P1DT2H3M4.5S``)."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        return 300.0
+    d, h, m, s = (float(g) if g else 0.0 for g in match.groups())
+    return ((d * 24 + h) * 60 + m) * 60 + s
+
+
+def refusal(error: MwpError) -> Json:
+    """What the Authority said, as JSON (for outcomes and audit records)."""
+    return {"code": error.code.value, "message": error.message}
+
+
+def _fenced(error: MwpError) -> bool:
+    return error.code in FENCED_CODES
+
+
+class LeasedExecution:
+    """One run of ``agent``'s capability for ``order`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        order: ExecutionOrder,
+        channel: OwnerChannel,
+        store: ObjectStore,
+        *,
+        beat: Callable[[], None] = lambda: None,
+        clock: Callable[[], str] = utc_now,
+    ) -> None:
+        self.agent = agent
+        self.order = order
+        self.channel = channel
+        self.store = store
+        self.artifacts = ArtifactStore(store)
+        self.ledger = ToolLedger(store, artifacts=self.artifacts)
+        self.beat = beat
+        self.now = clock
+        self.lease_id: str | None = None
+        self.fenced: MwpError | None = None
+        self.contract: Json = {}
+        self.spec: CapabilitySpec | None = None
+        self.resume_state: Any = None
+        self.preempt = False
+        self._renewal_lock = asyncio.Lock()
+
+    # --- the run ---------------------------------------------------------------------------
+
+    async def run(self) -> ExecutionOutcome:
+        view = await self.channel.work_item(self.order.work_item_id)
+        self.contract = view["contract"]
+        self.spec = self.agent.capability_for(self.contract["requiredCapabilities"])
+        if self.spec is None:
+            return ExecutionOutcome("not_started", detail={"reason": "no declared capability"})
+        started = await self._start(view)
+        if started is not None:
+            return started
+        ref = self.order.resume_from or (view.get("checkpoint") or {}).get("checkpointRef")
+        if ref is not None:
+            self.resume_state = await asyncio.to_thread(load_checkpoint, self.store, ref)
+        renewals = asyncio.create_task(self._renew_forever())
+        try:
+            return await self._run_capability(self.spec)
+        finally:
+            renewals.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewals
+
+    async def _start(self, view: Json) -> ExecutionOutcome | None:
+        """None once a lease is held; otherwise why this run cannot start."""
+        o = self.order
+        lease = view.get("executionLease")
+        if (
+            view["state"] == "active"
+            and lease is not None
+            and lease["holderAgentId"] == o.agent_id
+            and lease["ownershipEpoch"] == o.ownership_epoch
+            and lease["sessionEpoch"] == o.session_epoch
+        ):
+            self.lease_id = lease["leaseId"]  # a retried run of this Session continues
+            return None
+        payload: Json = {"ownershipEpoch": o.ownership_epoch, "leaseSeconds": o.lease_seconds}
+        try:
+            receipt = await self.channel.send(OwnerCommand("work.start", o.work_item_id, payload))
+        except MwpError as error:
+            return ExecutionOutcome("not_started", detail={"refusal": refusal(error)})
+        started = next(e for e in receipt["events"] if e["kind"] == "work.started")
+        self.lease_id = started["payload"]["executionLease"]["leaseId"]
+        return None
+
+    async def _run_capability(self, spec: CapabilitySpec) -> ExecutionOutcome:
+        context: CapabilityContext = _LeasedContext(self)
+        policy = self.contract.get("retryPolicy") or {}
+        attempt = 1
+        while True:
+            try:
+                submission = await spec.fn(context)
+                break
+            except Preempted:
+                return self._outcome("preempted")
+            except Blocked as blocked:
+                return self._outcome("blocked", resolution=blocked.required_resolution)
+            except LeaseLost:
+                return self._outcome("fenced")
+            except Exception as exc:  # the capability failed: retried or reported
+                code = exc.code if isinstance(exc, CapabilityFailure) else "CAPABILITY_ERROR"
+                if (
+                    self.fenced is None
+                    and code in policy.get("retryableFailures", ())
+                    and attempt < int(policy.get("maxAttempts", 1))
+                ):
+                    # Same op IDs, same tool keys: what already succeeded is not redone.
+                    await asyncio.sleep(retry_delay(policy, attempt))
+                    attempt += 1
+                    continue
+                return await self._fail(code, exc, attempt)
+        assert self.lease_id is not None
+        command = submit_command(
+            self.order.work_item_id,
+            ownership_epoch=self.order.ownership_epoch,
+            lease_id=self.lease_id,
+            submission=submission,
+            contract=self.contract,
+        )
+        try:
+            await self._send_locked(command)
+        except MwpError as error:
+            if not _fenced(error):
+                raise
+            self.fenced = error
+            await asyncio.to_thread(self._keep_late_result, command)
+            return self._outcome("fenced", lateResult=True)
+        return self._outcome("submitted")
+
+    async def _fail(self, code: str, exc: Exception, attempts: int) -> ExecutionOutcome:
+        """``work.fail`` with Evidence of the failure (stored in the object store)."""
+        if self.fenced is not None:
+            return self._outcome("fenced", failure=code)
+        o = self.order
+        record = {
+            "workItemId": o.work_item_id,
+            "ownershipEpoch": o.ownership_epoch,
+            "leaseId": self.lease_id,
+            "failureCode": code,
+            "error": f"{type(exc).__name__}: {exc}"[:2000],
+            "attempts": attempts,
+            "recordedAt": self.now(),
+        }
+        data = canonicalize(record)
+        digest = hashlib.sha256(data).hexdigest()
+        await asyncio.to_thread(self.store.put_if_absent, f"failure-evidence/{digest}.json", data)
+        payload = {
+            "ownershipEpoch": o.ownership_epoch,
+            "leaseId": self.lease_id,
+            "reason": f"{code} after {attempts} attempt(s): {exc}"[:1000],
+            "failureCode": code,
+            "failureEvidenceIds": [f"urn:mwp:evidence:failure:{digest}"],
+        }
+        try:
+            await self._send_locked(OwnerCommand("work.fail", o.work_item_id, payload))
+        except MwpError as error:
+            if not _fenced(error):
+                raise
+            return self._outcome("fenced", failure=code)
+        return self._outcome("failed", failure=code, attempts=attempts)
+
+    def _outcome(self, status: str, **detail: Any) -> ExecutionOutcome:
+        if self.fenced is not None:
+            detail["refusal"] = refusal(self.fenced)
+            if status != "fenced" and status != "preempted":
+                status = "fenced"
+        return ExecutionOutcome(status, self.lease_id, detail)
+
+    def _keep_late_result(self, command: OwnerCommand) -> None:
+        """A fenced run's result, kept for audit; it can never complete the item."""
+        o = self.order
+        record = {
+            "agentId": o.agent_id,
+            "groupId": o.group_id,
+            "workItemId": o.work_item_id,
+            "ownershipEpoch": o.ownership_epoch,
+            "leaseId": self.lease_id,
+            "refusal": refusal(self.fenced) if self.fenced else None,
+            "command": {"kind": command.kind, "payload": command.payload},
+            "keptAt": self.now(),
+        }
+        key = "/".join(
+            (
+                LATE_RESULT_PREFIX.rstrip("/"),
+                group_segment(o.group_id),
+                group_segment(o.work_item_id),
+                f"{o.ownership_epoch}-{hashlib.sha256(canonicalize(record)).hexdigest()[:16]}",
+            )
+        )
+        self.store.put_if_absent(key + ".json", canonicalize(record))
+
+    # --- the lease -------------------------------------------------------------------------
+
+    async def _renew_forever(self) -> None:
+        interval = max(0.5, self.order.lease_seconds / 3)
+        while self.fenced is None:
+            await asyncio.sleep(interval)
+            self.beat()
+            with contextlib.suppress(MwpError):  # a fenced renewal is recorded by _renew
+                await self.renew()
+            with contextlib.suppress(Exception):  # the query is advisory; the next one retries
+                self.preempt = self.preempt or await self.channel.preemption_requested()
+
+    async def renew(
+        self, progress: Progress | None = None, checkpoint_ref: str | None = None
+    ) -> None:
+        assert self.lease_id is not None
+        command = progress_command(
+            self.order.work_item_id,
+            ownership_epoch=self.order.ownership_epoch,
+            lease_id=self.lease_id,
+            progress=progress,
+            lease_seconds=self.order.lease_seconds,
+        )
+        if checkpoint_ref is not None:
+            command.payload["checkpointRef"] = checkpoint_ref
+        await self._send_locked(command)
+
+    async def _send_locked(self, command: OwnerCommand) -> Json:
+        """Send one owner Command at a time (renewals must not race a release)."""
+        if self.fenced is not None:
+            raise self.fenced
+        async with self._renewal_lock:
+            try:
+                return await self.channel.send(command)
+            except MwpError as error:
+                if _fenced(error):
+                    self.fenced = error
+                raise
+
+    def require_lease(self) -> str:
+        if self.fenced is not None:
+            raise LeaseLost(f"the Execution Lease is lost: {self.fenced.code.value}")
+        assert self.lease_id is not None
+        return self.lease_id
+
+
+class _LeasedContext:
+    """The :class:`CapabilityContext` of one leased run."""
+
+    def __init__(self, run: LeasedExecution) -> None:
+        self._run = run
+
+    @property
+    def mission_id(self) -> str:
+        return self._run.order.mission_id
+
+    @property
+    def group_id(self) -> str:
+        return self._run.order.group_id
+
+    @property
+    def work_item_id(self) -> str:
+        return self._run.order.work_item_id
+
+    @property
+    def ownership_epoch(self) -> int:
+        return self._run.order.ownership_epoch
+
+    @property
+    def contract(self) -> Mapping[str, Any]:
+        return self._run.contract
+
+    @property
+    def input_artifacts(self) -> Sequence[str]:
+        return tuple(self._run.contract.get("inputArtifacts", ()))
+
+    @property
+    def resume_state(self) -> Any:
+        return self._run.resume_state
+
+    @property
+    def preemption_requested(self) -> bool:
+        return self._run.preempt
+
+    async def read_artifact(self, content_hash: str) -> bytes:
+        return await asyncio.to_thread(self._run.artifacts.get, content_hash)
+
+    async def tool(
+        self, op_id: str, fn: Callable[..., Awaitable[Any]] | str, /, *args: Any, **kwargs: Any
+    ) -> Any:
+        r = self._run
+        r.require_lease()  # no new side effect without a valid lease (spec 11.5)
+        if isinstance(fn, str):
+            spec = r.agent.tools.get(fn)
+            if spec is None:
+                raise LookupError(f"no tool {fn!r} is declared by {r.agent.agent_id}")
+            fn = spec.fn
+        key = tool_key(r.order.mission_id, r.order.work_item_id, r.order.ownership_epoch, op_id)
+        return await r.ledger.run_once(
+            key, fn, *args, pass_key=accepts_idempotency_key(fn), **kwargs
+        )
+
+    async def publish(
+        self,
+        data: bytes,
+        *,
+        media_type: str,
+        schema_uri: str,
+        source_hashes: Sequence[str] = (),
+    ) -> str:
+        r = self._run
+        lease_id = r.require_lease()
+        assert r.spec is not None
+        content = await asyncio.to_thread(r.artifacts.put, data)
+        manifest = new_manifest(
+            content,
+            media_type=media_type,
+            schema_uri=schema_uri,
+            producer_agent_id=r.agent.agent_id,
+            agent_card_version=r.agent.card_info.card_version,
+            capabilities=[r.spec.ref],
+            mission_id=r.order.mission_id,
+            group_id=r.order.group_id,
+            work_item_id=r.order.work_item_id,
+            created_at=r.now(),
+            source_hashes=source_hashes,
+        )
+        signed = sign_manifest(manifest, r.agent.identity.key_id, r.agent.identity.key)
+        payload = {
+            "ownershipEpoch": r.order.ownership_epoch,
+            "leaseId": lease_id,
+            "manifest": signed,
+        }
+        try:
+            await r._send_locked(OwnerCommand("artifact.publish", r.order.work_item_id, payload))
+        except MwpError as error:
+            if _fenced(error):
+                raise LeaseLost(str(error)) from error
+            raise
+        return content.content_hash
+
+    async def progress(self, progress: Progress) -> None:
+        try:
+            await self._run.renew(progress)
+        except MwpError as error:
+            if _fenced(error):
+                raise LeaseLost(str(error)) from error
+            raise
+
+    async def checkpoint(self, progress: Progress, state: Any = None) -> None:
+        r = self._run
+        lease_id = r.require_lease()
+        ref = None if state is None else await asyncio.to_thread(store_checkpoint, r.store, state)
+        r.resume_state = state
+        if not r.preempt:
+            r.preempt = await r.channel.preemption_requested()
+        try:
+            if r.preempt:
+                command = checkpoint_command(
+                    r.order.work_item_id,
+                    ownership_epoch=r.order.ownership_epoch,
+                    lease_id=lease_id,
+                    progress=progress,
+                    checkpoint_ref=ref,
+                )
+                await r._send_locked(command)  # releases the lease: the item is queued again
+                raise Preempted(state)
+            await r.renew(progress, ref)
+        except MwpError as error:
+            if _fenced(error):
+                raise LeaseLost(str(error)) from error
+            raise
+
+    async def block(self, resolution: str, *, progress: Progress | None = None) -> NoReturn:
+        r = self._run
+        command = block_command(
+            r.order.work_item_id,
+            ownership_epoch=r.order.ownership_epoch,
+            lease_id=r.require_lease(),
+            required_resolution=resolution,
+            progress=progress,
+        )
+        try:
+            await r._send_locked(command)
+        except MwpError as error:
+            if _fenced(error):
+                raise LeaseLost(str(error)) from error
+            raise
+        raise Blocked(resolution)

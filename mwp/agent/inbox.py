@@ -1,0 +1,170 @@
+"""The agent's per-Group inboxes (MWP-WRK-008): verified Group Events after each Cursor,
+handed in order to the Worker Scheduler.
+
+:class:`GroupInboxes` finds every Group log in the object store, reads each one after the
+Cursor the Scheduler last acknowledged (so a Scheduler that lost its state, or continued as
+new, is rebuilt by replay from sequence 1), verifies every Event with the Organization's
+Registry evidence and the hash chain (:func:`mwp.delivery.subscribe`), and passes batches to
+``deliver``. Only what the Scheduler projects is passed on: the Event kinds it reads, with the
+members it reads, so a busy Group does not fill the AgentWorkflow's history with signatures.
+The Group Event log stays authoritative; the inbox holds no state of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import unquote
+
+from mwp.core.cursor import Cursor
+from mwp.core.registry import Principal, RegistryEvidence
+from mwp.core.scheduler.group_queue import SCHEDULED_KINDS
+from mwp.delivery import DeliveryError, subscribe
+from mwp.group_log import GroupEventLog
+from mwp.stores.objects import ObjectStore
+
+Json = dict[str, Any]
+log = logging.getLogger(__name__)
+
+GROUPS_PREFIX = "groups/"
+DEFAULT_BATCH = 200
+
+
+def slim(event: Mapping[str, Any]) -> Json:
+    """The members of an Event the Scheduler reads."""
+    return {
+        "kind": event["kind"],
+        "sequence": event["sequence"],
+        "workItemId": event.get("workItemId"),
+        "payload": event.get("payload", {}),
+    }
+
+
+def _founded_mission(event: Mapping[str, Any]) -> str | None:
+    """The Mission ID a Group's founding Event names (Events themselves carry only the Group)."""
+    mission = event.get("payload", {}).get("mission")
+    if isinstance(mission, dict) and isinstance(mission.get("missionId"), str):
+        return str(mission["missionId"])
+    return None
+
+
+def list_group_ids(store: ObjectStore) -> list[str]:
+    """The Groups that have a log in ``store`` (hashed segments of over-long IDs are skipped:
+    their ID cannot be read back from the key)."""
+    return [unquote(name) for name in store.list_folders(GROUPS_PREFIX) if "%3A" in name]
+
+
+class GroupInboxes:
+    """Feeds a Worker Scheduler from the Group logs (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        evidence: Callable[[], Awaitable[RegistryEvidence]],
+        cursors: Callable[[], Awaitable[Mapping[str, Json]]],
+        deliver: Callable[[Json], Awaitable[None]],
+        *,
+        authority: Principal,
+        poll_interval: float = 0.5,
+        batch_size: int = DEFAULT_BATCH,
+    ) -> None:
+        self.store = store
+        self._authority = authority.to_json()
+        self._groups: dict[str, bool] = {}  # Group -> accepted by our Authority
+        self._evidence_source = evidence
+        self._cursors = cursors
+        self._deliver = deliver
+        self.poll_interval = poll_interval
+        self.batch_size = batch_size
+        self._evidence: RegistryEvidence | None = None
+        self.delivered = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Poll until ``stop`` is set; a failing round is logged and retried."""
+        while not stop.is_set():
+            try:
+                await self.poll_once()
+            except Exception:  # the next round retries: storage or Temporal may be back
+                log.exception("inbox round failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.poll_interval)
+
+    async def poll_once(self) -> int:
+        """Deliver what every Group log holds after its Cursor; how many Events."""
+        groups = await asyncio.to_thread(list_group_ids, self.store)
+        if not groups:
+            return 0
+        cursors = await self._cursors()
+        delivered = 0
+        for group_id in groups:
+            if not await self._ours(group_id):
+                continue
+            stored = cursors.get(group_id)
+            after = Cursor.from_json(stored) if stored else Cursor.start(group_id)
+            try:
+                delivered += await self._drain(group_id, after)
+            except DeliveryError:
+                # A key the Registry evidence does not know yet: refresh it once.
+                self._evidence = None
+                try:
+                    delivered += await self._drain(group_id, after)
+                except DeliveryError:
+                    log.warning("Group %s: its log does not verify; holding it", group_id)
+        self.delivered += delivered
+        return delivered
+
+    async def _ours(self, group_id: str) -> bool:
+        """Whether ``group_id``'s Events are accepted by this Organization's Group Authority
+        (a shared store may hold other Organizations' Groups; they are never read)."""
+        known = self._groups.get(group_id)
+        if known is None:
+            first = await asyncio.to_thread(GroupEventLog(self.store, group_id).get, 1)
+            if first is None:
+                return False  # not written yet (or compacted: then not served here)
+            known = self._groups[group_id] = first.event.get("acceptedBy") == self._authority
+        return known
+
+    async def _drain(self, group_id: str, after: Cursor) -> int:
+        if self._evidence is None:
+            self._evidence = await self._evidence_source()
+        subscription = subscribe(
+            self.store,
+            group_id,
+            self._evidence,
+            after=after,
+            follow=False,
+            authority=Principal.from_json(self._authority),
+            batch_size=self.batch_size,
+        )
+        batch: list[Json] = []
+        mission_id: str | None = None
+        count = 0
+        cursor = after
+        async for delivered in subscription:
+            event = delivered.event
+            mission_id = mission_id or _founded_mission(event)
+            cursor = delivered.cursor
+            count += 1
+            if event["kind"] in SCHEDULED_KINDS:
+                batch.append(slim(event))
+            if count % self.batch_size == 0:
+                await self._send(group_id, mission_id, batch, cursor)
+                batch = []
+        if cursor != after:
+            await self._send(group_id, mission_id, batch, cursor)
+        return count
+
+    async def _send(
+        self, group_id: str, mission_id: str | None, events: list[Json], cursor: Cursor
+    ) -> None:
+        await self._deliver(
+            {
+                "groupId": group_id,
+                "missionId": mission_id or "",
+                "events": events,
+                "cursor": cursor.to_json(),
+            }
+        )

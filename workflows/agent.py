@@ -1,0 +1,302 @@
+"""AgentWorkflow: one per Agent, its Worker Scheduler (MWP-WRK-005, 008 to 012, 015).
+
+It runs on the agent's own task queue, so the agent worker process (which holds the agent's
+key) hosts it and its activities. The agent's inboxes (:mod:`mwp.agent.inbox`) signal each
+Group's verified Events in order (``deliver``); the pure :class:`~mwp.core.scheduler.Scheduler`
+projects them into per-Group queues. For each new offer it decides admission: an admitted
+offer is accepted (the ``accept_offer`` activity signs and sends ``work.accept_offer``); a
+declined one is recorded with its structured reason and left to lapse. Whenever a slot is free
+the Scheduler picks the next item (weighted fair across Groups, urgency with aging within
+one) and the ``run_capability`` activity runs it under an Execution Lease
+(:mod:`mwp.agent.execution`). Slots are freed by the Group's Events (checkpoint, block,
+submission, expiry), never by guesswork, so the Group log stays authoritative.
+
+Preemption is cooperative: ``preempt`` (or a policy change that lowers a Group's quota below
+what it runs) flags the slot; the run sees the flag at its next checkpoint, records the
+checkpoint (which releases the lease) and stops; the item re-enters its Group queue and later
+resumes from that checkpoint.
+
+State is a projection: continue-as-new starts from empty queues and the inboxes replay the
+Group logs from the start (the Cursors reset), which rebuilds the same queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from mwp.agent.calls import ACCEPT_OFFER, RUN_CAPABILITY, OfferAcceptance
+    from mwp.agent.execution import ExecutionOrder, ExecutionOutcome
+    from mwp.core.scheduler import (
+        AgentProfile,
+        Declined,
+        GroupPolicy,
+        Phase,
+        Scheduler,
+    )
+    from mwp.core.scheduler.clock import seconds
+    from mwp.core.scheduler.group_queue import snapshot_json
+    from mwp.core.values import format_utc
+
+Json = dict[str, Any]
+
+# Accepting an offer is one signed Update; a worker that restarts retries it.
+ACCEPT_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=20)
+# A run's own failures are handled inside it (the contract's retry budget, work.fail); Temporal
+# retries only a run whose worker died, and that retry continues under the same lease only
+# while the Session is unchanged.
+RUN_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
+KEPT_RECORDS = 200
+
+
+@dataclass
+class AgentInput:
+    agent_id: str
+    card_version: int
+    capabilities: dict[str, list[str]]  # capability ID -> versions served
+    slots: int
+    session_epoch: int
+    lease_seconds: int = 60
+    mean_duration_seconds: int = 600
+    weights: dict[str, int] = field(default_factory=dict)  # Group -> organization weight
+    quotas: dict[str, int] = field(default_factory=dict)
+
+
+@workflow.defn(name="AgentWorkflow")
+class AgentWorkflow:
+    @workflow.init
+    def __init__(self, input: AgentInput) -> None:
+        self._input = input
+        self._session_epoch = input.session_epoch
+        self._scheduler = Scheduler(
+            AgentProfile(
+                agent_id=input.agent_id,
+                card_version=input.card_version,
+                capabilities={k: frozenset(v) for k, v in input.capabilities.items()},
+                slots=input.slots,
+                mean_duration=input.mean_duration_seconds,
+            )
+        )
+        self._cursors: dict[str, Json] = {}
+        self._missions: dict[str, str] = {}
+        self._admissions: list[tuple[str, str]] = []
+        self._runs: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._accepting = 0
+        self._tasks: set[asyncio.Task[None]] = set()  # acceptances in flight
+        self._dirty = False
+        self._decisions: list[Json] = []  # admissions, newest last (bounded)
+        self._outcomes: list[Json] = []  # run outcomes, newest last (bounded)
+
+    # --- the loop ------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: AgentInput) -> None:
+        while True:
+            await workflow.wait_condition(lambda: self._dirty)
+            self._dirty = False
+            self._admit()
+            self._dispatch()
+            if workflow.info().is_continue_as_new_suggested() and not self._busy():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if not self._busy():
+                    self._input.session_epoch = self._session_epoch
+                    workflow.continue_as_new(self._input)
+
+    def _busy(self) -> bool:
+        return bool(self._runs) or self._accepting > 0 or bool(self._admissions)
+
+    def _now(self) -> str:
+        return format_utc(workflow.now())
+
+    def _admit(self) -> None:
+        pending, self._admissions = self._admissions, []
+        now = self._now()
+        for group_id, item_id in pending:
+            entry = self._scheduler.queue(group_id).entries.get(item_id)
+            if entry is None or entry.phase is not Phase.OFFERED or entry.offer is None:
+                continue  # accepted elsewhere, withdrawn or fenced before we decided
+            if entry.offer.expires_at <= seconds(now):
+                continue  # a replayed offer that has lapsed
+            decision = self._scheduler.admit(group_id, item_id, now)
+            record: Json = {"groupId": group_id, "workItemId": item_id, "decidedAt": now}
+            if isinstance(decision, Declined):
+                record.update(
+                    decision="declined", reason=decision.reason.value, details=decision.details
+                )
+            else:
+                record.update(decision="admitted", schedule=decision.disclosure.schedule_estimate())
+                acceptance = OfferAcceptance(
+                    group_id,
+                    self._missions.get(group_id, ""),
+                    item_id,
+                    entry.offer.offer_id,
+                    entry.terms.contract_version,
+                    self._session_epoch,
+                )
+                self._accepting += 1
+                self._tasks.add(asyncio.create_task(self._accept(acceptance)))
+            _keep(self._decisions, record)
+
+    async def _accept(self, acceptance: OfferAcceptance) -> None:
+        try:
+            result: Json = await workflow.execute_activity(
+                ACCEPT_OFFER,
+                acceptance,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=ACCEPT_RETRY,
+                result_type=dict,
+                summary=f"accept {acceptance.work_item_id}",
+            )
+            _keep(self._decisions, {**result, "workItemId": acceptance.work_item_id})
+        finally:
+            self._accepting -= 1
+            self._dirty = True
+            self._tasks = {t for t in self._tasks if not t.done()}
+
+    def _dispatch(self) -> None:
+        while (dispatch := self._scheduler.next_start()) is not None:
+            context = dispatch.context
+            order = ExecutionOrder(
+                agent_id=self._input.agent_id,
+                session_epoch=self._session_epoch,
+                group_id=context.group_id,
+                mission_id=context.mission_id,
+                work_item_id=context.work_item_id,
+                ownership_epoch=context.ownership_epoch,
+                resume_from=dispatch.resume_from,
+                lease_seconds=self._input.lease_seconds,
+            )
+            key = (context.group_id, context.work_item_id)
+            self._runs[key] = asyncio.create_task(self._run(order))
+
+    async def _run(self, order: ExecutionOrder) -> None:
+        key = (order.group_id, order.work_item_id)
+        try:
+            outcome = await workflow.execute_activity(
+                RUN_CAPABILITY,
+                order,
+                result_type=ExecutionOutcome,
+                start_to_close_timeout=timedelta(days=1),
+                heartbeat_timeout=timedelta(seconds=max(10, order.lease_seconds)),
+                retry_policy=RUN_RETRY,
+                summary=f"{order.work_item_id} (epoch {order.ownership_epoch})",
+            )
+            record: Json = {"status": outcome.status, "leaseId": outcome.lease_id}
+            record.update(outcome.detail)
+        except Exception as exc:  # the run's worker kept dying: the lease will lapse
+            record = {"status": "crashed", "error": str(exc)[:500]}
+        finally:
+            del self._runs[key]
+            self._dirty = True
+        # A run that never started holds its slot in vain; every other outcome frees the slot
+        # through the Group's own Event (submitted, checkpointed, blocked, failed, expired).
+        if record["status"] in ("not_started", "crashed"):
+            self._scheduler.undispatch(order.group_id, order.work_item_id)
+        _keep(
+            self._outcomes,
+            {"groupId": order.group_id, "workItemId": order.work_item_id, **record},
+        )
+
+    # --- signals -------------------------------------------------------------------------
+
+    @workflow.signal
+    def deliver(self, batch: Json) -> None:
+        """One Group's next verified Events (slimmed by the inbox) and the Cursor after them."""
+        group_id = batch["groupId"]
+        if group_id not in self._missions:
+            if not batch["missionId"]:
+                return  # the founding Event comes first; the inbox resends from the Cursor
+            self._missions[group_id] = batch["missionId"]
+            self._scheduler.join_group(group_id, batch["missionId"], self._policy(group_id))
+        for event in batch["events"]:
+            change = self._scheduler.apply(group_id, event)
+            if (
+                change is not None
+                and change.after is Phase.OFFERED
+                and event["kind"] == "work.offer.created"
+            ):
+                self._admissions.append((group_id, change.work_item_id))
+        self._cursors[group_id] = batch["cursor"]
+        self._dirty = True
+
+    @workflow.signal
+    def session(self, session_epoch: int) -> None:
+        """The agent worker opened a new Session: later runs act under it."""
+        self._session_epoch = max(self._session_epoch, session_epoch)
+        self._dirty = True
+
+    @workflow.signal
+    def preempt(self, group_id: str, work_item_id: str) -> None:
+        """Ask a running item to stop at its next safe checkpoint."""
+        if group_id in self._missions:
+            self._scheduler.request_preemption(group_id, work_item_id)
+
+    @workflow.signal
+    def set_policy(self, group_id: str, weight: int, quota: int | None = None) -> None:
+        """Organization priority (weight) or quota of a Group changed: queued work reorders at
+        once; running work over a lowered quota is asked to preempt at its next checkpoint."""
+        self._input.weights[group_id] = weight
+        if quota is None:
+            self._input.quotas.pop(group_id, None)
+        else:
+            self._input.quotas[group_id] = quota
+        if group_id not in self._missions:
+            return
+        self._scheduler.set_policy(group_id, self._policy(group_id))
+        queue = self._scheduler.queue(group_id)
+        running = sorted(
+            (e for e in queue.entries.values() if e.phase in (Phase.DISPATCHED, Phase.ACTIVE)),
+            key=lambda e: (-e.key, e.work_item_id),  # the youngest work yields first
+        )
+        for entry in running[: max(0, len(running) - self._scheduler.quota(group_id))]:
+            self._scheduler.request_preemption(group_id, entry.work_item_id)
+        self._dirty = True
+
+    def _policy(self, group_id: str) -> GroupPolicy:
+        return GroupPolicy(
+            weight=self._input.weights.get(group_id, 1), quota=self._input.quotas.get(group_id)
+        )
+
+    # --- queries -------------------------------------------------------------------------
+
+    @workflow.query
+    def cursors(self) -> dict[str, Json]:
+        return self._cursors
+
+    @workflow.query
+    def preemption_requested(self, group_id: str, work_item_id: str) -> bool:
+        if group_id not in self._missions:
+            return False
+        slot = self._scheduler.slot_of(group_id, work_item_id)
+        return slot is not None and slot.preemption_requested
+
+    @workflow.query
+    def queues(self) -> dict[str, Json]:
+        """Every Group queue as comparable JSON (rebuild-by-replay yields the same)."""
+        return {g: snapshot_json(self._scheduler.queue(g)) for g in self._scheduler.group_ids()}
+
+    @workflow.query
+    def status(self) -> Json:
+        s = self._scheduler
+        return {
+            "agentId": self._input.agent_id,
+            "sessionEpoch": self._session_epoch,
+            "slots": self._input.slots,
+            "running": s.running_total(),
+            "queued": s.queued_total(),
+            "served": dict(s.served),
+            "groups": len(self._missions),
+            "decisions": self._decisions,
+            "outcomes": self._outcomes,
+        }
+
+
+def _keep(records: list[Json], record: Json) -> None:
+    records.append(record)
+    del records[:-KEPT_RECORDS]
