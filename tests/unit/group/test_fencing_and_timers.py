@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mwp.core.errors import ErrorCode
-from mwp.core.group import OWNERSHIP_EXPIRED_KIND
+from mwp.core.group import OWNERSHIP_EXPIRED_KIND, replay
 from mwp.core.group.clock import plus_seconds
 from tests.unit.group.harness import (
     ARTIFACT_A,
@@ -329,3 +329,24 @@ def test_a_reassigned_item_keeps_its_latest_checkpoint_for_the_new_owner() -> No
     assert view["owner"]["ownershipEpoch"] == 2
     assert view["checkpoint"]["checkpointRef"] == "sha256:" + "e" * 64
     assert view["progress"] == progress()
+
+
+def test_given_a_checkpoint_in_a_renewal_when_the_lease_lapses_then_the_new_owner_sees_it() -> None:
+    h = mission_harness()
+    h.drive("a", "active")
+    lease = h.lease_id("a")
+    ref = "sha256:" + "f" * 64
+    h.advance(60)
+    h.submit(W1, RENEW, h.owner_payload("a", checkpointRef=ref), workItemId=item_id("a"))
+    h.advance(300)  # the renewed lease lapses without a release
+    assert h.fire(item_id("a"), "execution_lease", lease) is not None
+
+    h.offer("a", W2)
+    h.accept("a", W2)
+
+    view = h.view("a")
+    assert view["owner"]["agentId"] == W2.id and view["ownershipEpoch"] == 2
+    assert view["checkpoint"]["checkpointRef"] == ref
+    assert view["checkpoint"]["leaseId"] == lease
+    # The Event log alone rebuilds the same checkpoint.
+    assert replay(h.events).work_item_view(item_id("a"))["checkpoint"] == view["checkpoint"]

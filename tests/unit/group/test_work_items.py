@@ -30,6 +30,8 @@ from tests.unit.group.harness import (
     selection_basis,
 )
 
+RENEW = "ext.missionweaveprotocol.core.execution_lease_renew"
+
 # --- work.propose / work.authorize -----------------------------------------------------------
 
 
@@ -647,6 +649,87 @@ def test_given_an_active_item_when_renewed_then_progressed_with_the_same_lease_i
         h.owner_payload("a"),
         workItemId=item_id("a"),
     )
+
+
+@pytest.mark.parametrize(
+    "ref", ["sha256:" + "c" * 64, "urn:example:checkpoint:one", "https://example.com/ck/1"]
+)
+def test_given_an_active_item_when_renewed_with_a_checkpoint_ref_then_progressed_carries_it(
+    ref: str,
+) -> None:
+    h = mission_harness()
+    h.drive("a", "active")
+    lease_id = h.lease_id("a")
+    h.advance(60)
+
+    outcome = h.submit(W1, RENEW, h.owner_payload("a", checkpointRef=ref), workItemId=item_id("a"))
+
+    [event] = outcome.events
+    assert event["kind"] == "work.progressed"
+    assert event["payload"]["checkpointRef"] == ref
+    view = h.view("a")
+    assert view["checkpoint"] == {
+        "checkpointRef": ref,
+        "leaseId": lease_id,
+        "checkpointedAt": event["occurredAt"],
+    }
+    assert event["occurredAt"] == h.now
+    # A safe point without releasing execution: still active under the same lease.
+    assert view["state"] == "active" and view["executionLease"]["leaseId"] == lease_id
+
+
+def test_given_a_renewal_without_a_checkpoint_ref_then_no_checkpoint_is_recorded() -> None:
+    h = mission_harness()
+    h.drive("a", "active")
+
+    outcome = h.submit(
+        W1, RENEW, h.owner_payload("a", progress=progress()), workItemId=item_id("a")
+    )
+
+    assert "checkpointRef" not in outcome.events[0]["payload"]
+    assert h.view("a").get("checkpoint") is None
+
+
+def test_given_renewed_checkpoints_then_the_latest_wins_and_a_bare_renewal_keeps_it() -> None:
+    h = mission_harness()
+    h.drive("a", "active")
+    first, second = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    h.advance(10)
+    h.submit(W1, RENEW, h.owner_payload("a", checkpointRef=first), workItemId=item_id("a"))
+    h.advance(10)
+    later = h.submit(W1, RENEW, h.owner_payload("a", checkpointRef=second), workItemId=item_id("a"))
+    h.advance(10)
+    h.submit(W1, RENEW, h.owner_payload("a"), workItemId=item_id("a"))
+
+    checkpoint = h.view("a")["checkpoint"]
+    assert checkpoint["checkpointRef"] == second
+    assert checkpoint["checkpointedAt"] == later.events[0]["occurredAt"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["not a ref", "", "checkpoints/one", "urn:" + "x" * 600, 42, 1.5, True, None, [], {}],
+)
+def test_given_a_malformed_checkpoint_ref_when_renewing_then_invalid_and_nothing_changes(
+    bad: Any,
+) -> None:
+    h = mission_harness()
+    h.drive("a", "active")
+    before = h.view("a")
+    sequence = h.authority.sequence
+    h.advance(10)
+
+    h.reject(
+        ErrorCode.INVALID_COMMAND,
+        W1,
+        RENEW,
+        h.owner_payload("a", checkpointRef=bad, progress=progress()),
+        workItemId=item_id("a"),
+    )
+
+    assert h.authority.sequence == sequence
+    assert h.view("a") == before
+    assert h.view("a").get("checkpoint") is None
 
 
 def test_given_an_active_item_when_checkpointed_then_queued_with_a_fresh_start_by() -> None:
