@@ -6,6 +6,7 @@ from typing import Any
 
 from mwp.core.scheduler import AgentProfile, GroupPolicy, Scheduler
 from mwp.core.scheduler.clock import seconds, timestamp
+from mwp.core.scheduler.group_queue import OWNERSHIP_EXPIRED
 
 Json = dict[str, Any]
 
@@ -116,6 +117,17 @@ class GroupLog:
     def checkpointed(self, item: str, ref: str, when: int = 0) -> Json:
         payload = {"checkpointRef": ref, "startBy": at(when + 3600), "progress": {}}
         return self.add("work.checkpointed", item, payload, when)
+
+    def progressed(self, item: str, ref: str | None = None, when: int = 0) -> Json:
+        """A lease renewal, with the checkpoint it reached if ``ref``."""
+        payload: Json = {"executionLease": {"leaseId": f"lease-{item}"}}
+        if ref is not None:
+            payload["checkpointRef"] = ref
+        return self.add("work.progressed", item, payload, when)
+
+    def ownership_expired(self, item: str, agent: str = "agent-a", when: int = 0) -> Json:
+        payload = {"agentId": agent, "reason": "execution_lease_expired"}
+        return self.add(OWNERSHIP_EXPIRED, item, payload, when)
 
     def blocked(self, item: str, when: int = 0) -> Json:
         return self.add("work.blocked", item, {"requiredResolution": "needs input"}, when)
