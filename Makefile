@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 MWP_PROTOCOL_ROOT ?= ../shared/mwp-0.1
 export MWP_PROTOCOL_ROOT
 
-.PHONY: install test lint typecheck unit conformance demo bench bench-group bench-log bench-scheduler clean
+.PHONY: install test lint typecheck unit conformance demo bench bench-group bench-log bench-scheduler bench-agents clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ bench-log: $(STAMP)
 # Worker Scheduler decision time: 1,000 Groups of 100 queued items (a few seconds).
 bench-scheduler: $(STAMP)
 	$(BIN)/python -m benchmarks.scheduler
+
+# WorkItems completed per second end to end: 20 Missions, 5 in-process agent runtimes (about a minute).
+bench-agents: $(STAMP)
+	$(BIN)/python -m benchmarks.agent_runtime
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -122,6 +122,14 @@ def build_agent(agent_id: str, organization_id: str, owner: Principal, slots: in
     return agent
 
 
+@dataclass
+class InboxStats:
+    """One agent's inbox rounds (seconds each) and the Group Events it read."""
+
+    rounds: list[float] = field(default_factory=list)
+    delivered: int = 0
+
+
 @asynccontextmanager
 async def agent_runtime(
     client: MwpClient,
@@ -131,6 +139,7 @@ async def agent_runtime(
     *,
     lease_seconds: int,
     inbox_poll: float,
+    stats: InboxStats,
 ) -> AsyncIterator[Agent]:
     """``agent`` served in this process as ``mwp agent run`` serves it: card and Session,
     Worker on its task queue, AgentWorkflow, Group inboxes over the stack's log store."""
@@ -151,6 +160,17 @@ async def agent_runtime(
         )
         inboxes = scheduler_inboxes(client, registry, agent, store)
         inboxes.poll_interval = inbox_poll
+        untimed = inboxes.poll_once
+
+        async def timed_poll() -> int:
+            # Measurement only: how long one inbox round over every Group log takes.
+            began = time.perf_counter()
+            delivered = await untimed()
+            stats.rounds.append(time.perf_counter() - began)
+            stats.delivered += delivered
+            return delivered
+
+        inboxes.poll_once = timed_poll  # type: ignore[method-assign]
         feeding = asyncio.create_task(inboxes.run(stop))
         try:
             yield agent
@@ -297,7 +317,7 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def stage_latencies(items: Sequence[Item]) -> dict[str, list[float]]:
+def stage_latencies(items: Sequence[Item], slots: int) -> dict[str, list[float]]:
     """Seconds per completed item for each stage (the Authority's Event times)."""
     stages: dict[str, list[float]] = {
         "offer -> submitted": [],
@@ -318,7 +338,25 @@ def stage_latencies(items: Sequence[Item]) -> dict[str, list[float]]:
             stages["started -> submitted"].append(t["work.submitted"] - t["work.started"])
         stages["submitted -> verified"].append(item.verified_at - t["work.submitted"])
         stages["offer -> verified"].append(item.verified_at - item.offered_at)
+    stages["slot turnaround"] = slot_turnaround(items, slots)
     return stages
+
+
+def slot_turnaround(items: Sequence[Item], slots: int) -> list[float]:
+    """Per agent, from a ``work.submitted`` to the ``work.started`` that reuses its slot: the
+    n-th start (n > slots) waits for the (n - slots)-th submission. Every item is accepted
+    long before it starts, so this is the time a slot stays idle between two items."""
+    gaps: list[float] = []
+    by_agent: dict[str, list[Item]] = {}
+    for item in items:
+        by_agent.setdefault(item.agent_id, []).append(item)
+    for owned in by_agent.values():
+        starts = sorted(i.times["work.started"] for i in owned if "work.started" in i.times)
+        ends = sorted(i.times["work.submitted"] for i in owned if "work.submitted" in i.times)
+        for n in range(slots, len(starts)):
+            if n - slots < len(ends):
+                gaps.append(starts[n] - ends[n - slots])
+    return gaps
 
 
 def _versions() -> str:
@@ -339,6 +377,8 @@ class Outcome:
     server_cpu: float
     stages: dict[str, list[float]]
     complete: bool
+    inboxes: dict[str, InboxStats]
+    schedulers: dict[str, SchedulerHistory]
 
     @property
     def rate(self) -> float:
@@ -366,6 +406,23 @@ class Outcome:
                 }
                 for name, values in self.stages.items()
             },
+            "perAgent": {
+                agent_id: {
+                    "inboxRounds": len(stats.rounds),
+                    "inboxRoundSeconds": {
+                        "p50": round(percentile(stats.rounds, 0.5), 3),
+                        "p95": round(percentile(stats.rounds, 0.95), 3),
+                        "max": round(max(stats.rounds, default=0.0), 3),
+                    },
+                    "eventsRead": stats.delivered,
+                    "schedulerRuns": self.schedulers.get(agent_id, SchedulerHistory()).runs,
+                    "schedulerHistoryEvents": self.schedulers.get(
+                        agent_id, SchedulerHistory()
+                    ).events,
+                    "schedulerSignals": self.schedulers.get(agent_id, SchedulerHistory()).signals,
+                }
+                for agent_id, stats in self.inboxes.items()
+            },
             "environment": _versions(),
         }
 
@@ -392,6 +449,21 @@ def report(args: argparse.Namespace, outcome: Outcome, out: Callable[[str], None
             f"{name:<24} {percentile(values, 0.5):>7.2f} {percentile(values, 0.95):>7.2f} "
             f"{max(values, default=float('nan')):>7.2f}"
         )
+    out(
+        f"{'agent':<28} {'inbox rounds':>12} {'round p50/p95/max s':>20} {'Events read':>11} "
+        f"{'Scheduler runs':>14} {'history':>8} {'deliver':>8} {'wf tasks':>8}"
+    )
+    for agent_id, stats in outcome.inboxes.items():
+        history = outcome.schedulers.get(agent_id, SchedulerHistory())
+        spread = (
+            f"{percentile(stats.rounds, 0.5):.2f}/{percentile(stats.rounds, 0.95):.2f}/"
+            f"{max(stats.rounds, default=0.0):.2f}"
+        )
+        out(
+            f"{agent_id.rsplit(':', 1)[-1]:<28} {len(stats.rounds):>12} {spread:>20} "
+            f"{stats.delivered:>11} {history.runs:>14} {history.events:>8} "
+            f"{history.signals.get('deliver', 0):>8} {history.workflow_tasks:>8}"
+        )
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -407,6 +479,39 @@ async def progress(
             f"   {elapsed:6.1f} s: {tally.verified:>4}/{total} verified, "
             f"{tally.submitted:>4} submitted, {tally.verified / elapsed:5.2f} WorkItems/s"
         )
+
+
+@dataclass
+class SchedulerHistory:
+    """An AgentWorkflow's Temporal history over all its runs (continue-as-new included)."""
+
+    runs: int = 0
+    events: int = 0
+    signals: dict[str, int] = field(default_factory=dict)
+    workflow_tasks: int = 0
+
+
+async def scheduler_history(client: MwpClient, agent_id: str) -> SchedulerHistory:
+    """Walk back from the AgentWorkflow's latest run through its continue-as-new chain."""
+    seen = SchedulerHistory()
+    run_id: str | None = None
+    while True:
+        handle = client.temporal.get_workflow_handle(agent_workflow_id(agent_id), run_id=run_id)
+        previous = ""
+        async for event in handle.fetch_history_events():
+            seen.events += 1
+            if event.HasField("workflow_execution_started_event_attributes"):
+                started = event.workflow_execution_started_event_attributes
+                previous = started.continued_execution_run_id
+            elif event.HasField("workflow_execution_signaled_event_attributes"):
+                name = event.workflow_execution_signaled_event_attributes.signal_name
+                seen.signals[name] = seen.signals.get(name, 0) + 1
+            elif event.HasField("workflow_task_completed_event_attributes"):
+                seen.workflow_tasks += 1
+        seen.runs += 1
+        if not previous:
+            return seen
+        run_id = previous
 
 
 async def describe_stuck(
@@ -459,6 +564,8 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
             )
             for n in range(args.agents)
         ]
+        inbox_stats: dict[str, InboxStats] = {}
+        histories: dict[str, SchedulerHistory] = {}
         async with AsyncExitStack() as runtimes:
             for agent in agents:
                 await runtimes.enter_async_context(
@@ -469,6 +576,7 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
                         config.log_location,
                         lease_seconds=args.lease_seconds,
                         inbox_poll=args.inbox_poll,
+                        stats=inbox_stats.setdefault(agent.agent_id, InboxStats()),
                     )
                 )
             out(f"{len(agents)} agent runtimes serving, {args.slots} slots each")
@@ -540,6 +648,9 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
                 for task in followers:
                     task.cancel()
                 await asyncio.gather(ticker, *followers, return_exceptions=True)
+            for agent in agents:
+                with contextlib.suppress(Exception):
+                    histories[agent.agent_id] = await scheduler_history(client, agent.agent_id)
             out("stopping the agent runtimes and the stack")
     items = [item for m in missions for item in m.items]
     verified = [item for item in items if item.verified_at]
@@ -552,8 +663,10 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
         seconds,
         process_after - process_cpu,
         server_after - server_cpu,
-        stage_latencies(items),
+        stage_latencies(items, args.slots),
         complete and len(verified) == total,
+        inbox_stats,
+        histories,
     )
 
 
