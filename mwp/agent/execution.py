@@ -134,7 +134,7 @@ def retry_delay(policy: Mapping[str, Any], attempt: int) -> float:
     if backoff == "none":
         return 0.0
     ceiling = _duration_seconds(str(policy.get("maxDelay", "PT5M")))
-    delay = 1.0 if backoff == "fixed" else float(2 ** (attempt - 1))
+    delay = 1.0 if backoff == "fixed" else 2.0 ** min(attempt - 1, 64)  # no float overflow
     return min(delay, ceiling)
 
 

@@ -3,10 +3,13 @@
     mwp agent run myagents.writer:agent [--address HOST:PORT] [--state-dir .mwp] [--org ID]
 
 Imports the Agent declaration, registers its Agent Card with the Organization's registry if
-the registered one differs, opens a new Session (printing its Session Epoch) and serves the
-agent's tools on its own task queue until SIGINT or SIGTERM. The registry service key comes
-from ``<state>/keys/`` as `mwp registry init` left it; the tool ledger lives in
-``<state>/objects`` unless ``--tool-store`` names a folder or ``s3://bucket/prefix``.
+the registered one differs, opens a new Session (printing its Session Epoch) and runs the
+agent's runtime on its own task queue until SIGINT or SIGTERM: its AgentWorkflow (the Worker
+Scheduler), fed by the Group logs, accepts the offers it admits and runs its capabilities
+under Execution Leases; its tools run once per idempotency key. The registry service key comes
+from ``<state>/keys/`` as `mwp registry init` left it. ``--store`` is the Organization's object
+store the Group logs are mirrored to (also holding Artifacts, checkpoints and the tool ledger):
+``<state>/objects`` unless it names a folder or ``s3://bucket/prefix``.
 """
 
 from __future__ import annotations
@@ -37,7 +40,17 @@ def register(subparsers: Any) -> None:
     )
     run.add_argument("--org", help="Organization ID (default: the one in STATE/organization.json)")
     run.add_argument(
-        "--tool-store", help="tool ledger: a folder or s3://bucket/prefix (default STATE/objects)"
+        "--store",
+        "--tool-store",
+        dest="store",
+        help="object store with the Group logs: a folder or s3://bucket/prefix "
+        "(default STATE/objects)",
+    )
+    run.add_argument(
+        "--lease-seconds",
+        type=int,
+        default=60,
+        help="Execution Lease length requested at start, renewed every third (default 60)",
     )
     run.set_defaults(handler=_run)
 
@@ -62,8 +75,9 @@ def _run(args: argparse.Namespace) -> int:
                 namespace=args.namespace,
                 state_dir=args.state_dir,
                 organization_id=args.org,
-                tool_store=args.tool_store,
+                tool_store=args.store,
                 on_ready=ready,
+                scheduler_options={"lease_seconds": args.lease_seconds},
             )
         )
     except (AgentWorkerError, ClientError) as exc:

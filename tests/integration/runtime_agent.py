@@ -62,6 +62,8 @@ def build(agent_id: str, identity: Identity, organization_id: str, slots: int = 
     async def steps(ctx: CapabilityContext) -> Submission:
         state = ctx.resume_state or {"next": 0}
         _log_run(ctx.work_item_id, ctx.resume_state)
+        # Every run repeats this op ID: the ledger answers all but the first.
+        await ctx.tool("prepare", "effect", f"{ctx.work_item_id}#prepare")
         for step in range(int(state["next"]), STEPS):
             await ctx.tool(f"step-{step}", "effect", f"{ctx.work_item_id}#{step}")
             await ctx.checkpoint(

@@ -43,6 +43,7 @@ def effects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @dataclass
 class Runtime:
     agent: Agent
+    card_version: int
     session_epoch: int
 
     @property
@@ -73,7 +74,7 @@ async def agent_runtime(
         inboxes.poll_interval = 0.2
         feeding = asyncio.create_task(inboxes.run(stop))
         try:
-            yield Runtime(agent, epoch)
+            yield Runtime(agent, card_version, epoch)
         finally:
             stop.set()
             await feeding
@@ -121,3 +122,91 @@ async def test_an_offered_item_is_admitted_accepted_run_under_a_lease_and_submit
         await rig.accept_result(item)
         assert await item_state(rig, item) == "verified"
         assert agent_task_queue(runtime.agent.agent_id).startswith("mwp-agent/")
+
+
+async def test_preempted_work_checkpoints_re_enters_its_queue_and_resumes_there(
+    mwp_client: MwpClient, effects: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    (effects / "hold").touch()  # the run waits after each checkpoint while this exists
+    async with agent_runtime(rig) as runtime:
+        item = await rig.authorize("Write the long report")
+        await rig.offer(item, runtime.identity)
+        await wait_for_state(rig, item, "active")
+
+        async def first_step_done() -> bool:
+            return bool(tool_agent.effect_keys(effects, f"{item.work_item_id}#0"))
+
+        await eventually(first_step_done, timeout=30)
+        handle = mwp_client.temporal.get_workflow_handle(agent_workflow_id(runtime.agent.agent_id))
+        await handle.signal("preempt", args=[rig.mission.group_id, item.work_item_id])
+        (effects / "hold").unlink()  # the run goes on to its next safe point and stops there
+        await wait_for_state(rig, item, "submitted")
+
+    kinds = [e["kind"] for e in await rig.mission.events_this_run()]
+    assert kinds.count("work.started") == 2 and kinds.count("work.checkpointed") == 1
+    assert kinds.index("work.checkpointed") < len(kinds) - 1 - kinds[::-1].index("work.started")
+    checkpointed = next(
+        e for e in await rig.mission.events_this_run() if e["kind"] == "work.checkpointed"
+    )
+    assert checkpointed["payload"]["ownershipEpoch"] == 1  # preemption keeps the ownership
+    # The second run resumed from the state the first checkpointed when it stopped.
+    assert [r["resumed"] for r in runtime_agent.runs(effects)] == [None, {"next": 2}]
+    # Each op ID had one effect and one call across both runs (the same Ownership Epoch).
+    for op in ("prepare", "0", "1", "2"):
+        name = f"{item.work_item_id}#{op}"
+        assert len(tool_agent.effect_keys(effects, name)) == 1, name
+        assert tool_agent.call_count(effects, name) == 1, name
+
+
+async def test_a_rebuilt_scheduler_replays_the_group_logs_into_the_same_queues(
+    mwp_client: MwpClient, effects: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    (effects / "hold").touch()
+    # A long lease: no renewal moves the log while the two projections are compared.
+    async with agent_runtime(rig, slots=1, lease_seconds=300) as runtime:
+        first = await rig.authorize("First")
+        second = await rig.authorize("Second")
+        await rig.offer(first, runtime.identity)
+        await rig.offer(second, runtime.identity)
+
+        # One slot: one item runs (the Scheduler picks which), the other waits in the queue.
+        async def one_runs() -> bool:
+            states = {await item_state(rig, first), await item_state(rig, second)}
+            return states == {"active", "queued"}
+
+        await eventually(one_runs, timeout=60)
+        if await item_state(rig, first) == "queued":
+            first, second = second, first
+        workflow_id = agent_workflow_id(runtime.agent.agent_id)
+
+        async def caught_up() -> dict[str, Any] | None:
+            queues = await mwp_client.temporal.get_workflow_handle(workflow_id).query("queues")
+            queue: dict[str, Any] | None = queues.get(rig.mission.group_id)
+            sequence = await rig.mission.sequence()
+            return queue if queue is not None and queue["cursor"] == sequence else None
+
+        async def settled() -> bool:
+            queue = await caught_up()
+            return queue is not None and queue["entries"][first.work_item_id][0] == "active"
+
+        await eventually(settled, timeout=30)
+        before = await caught_up()
+        assert before is not None
+        assert before["entries"][second.work_item_id][0] == "queued"
+        # The agent's state is lost: the workflow is gone; a new one replays the logs.
+        await mwp_client.temporal.get_workflow_handle(workflow_id).terminate("state lost")
+        await start_scheduler(
+            mwp_client.temporal,
+            runtime.agent,
+            runtime.card_version,
+            runtime.session_epoch,
+            lease_seconds=300,
+        )
+
+        async def rebuilt() -> bool:
+            return await caught_up() is not None
+
+        await eventually(rebuilt, timeout=30)
+        assert await caught_up() == before
