@@ -420,6 +420,8 @@ class Outcome:
                         agent_id, SchedulerHistory()
                     ).events,
                     "schedulerSignals": self.schedulers.get(agent_id, SchedulerHistory()).signals,
+                    "decisions": self.schedulers.get(agent_id, SchedulerHistory()).decisions,
+                    "outcomes": self.schedulers.get(agent_id, SchedulerHistory()).outcomes,
                 }
                 for agent_id, stats in self.inboxes.items()
             },
@@ -464,6 +466,14 @@ def report(args: argparse.Namespace, outcome: Outcome, out: Callable[[str], None
             f"{stats.delivered:>11} {history.runs:>14} {history.events:>8} "
             f"{history.signals.get('deliver', 0):>8} {history.workflow_tasks:>8}"
         )
+    decisions: dict[str, int] = {}
+    outcomes: dict[str, int] = {}
+    for history in outcome.schedulers.values():
+        for name, count in history.decisions.items():
+            decisions[name] = decisions.get(name, 0) + count
+        for name, count in history.outcomes.items():
+            outcomes[name] = outcomes.get(name, 0) + count
+    out(f"Scheduler decisions {decisions}; run outcomes {outcomes}")
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -489,6 +499,8 @@ class SchedulerHistory:
     events: int = 0
     signals: dict[str, int] = field(default_factory=dict)
     workflow_tasks: int = 0
+    decisions: dict[str, int] = field(default_factory=dict)  # admitted, accepted, declined...
+    outcomes: dict[str, int] = field(default_factory=dict)  # run outcomes: submitted, ...
 
 
 async def scheduler_history(client: MwpClient, agent_id: str) -> SchedulerHistory:
@@ -510,6 +522,14 @@ async def scheduler_history(client: MwpClient, agent_id: str) -> SchedulerHistor
                 seen.workflow_tasks += 1
         seen.runs += 1
         if not previous:
+            status = await client.temporal.get_workflow_handle(agent_workflow_id(agent_id)).query(
+                "status"
+            )
+            for record in status["decisions"]:
+                name = record.get("decision", "?")
+                seen.decisions[name] = seen.decisions.get(name, 0) + 1
+            for record in status["outcomes"]:
+                seen.outcomes[record["status"]] = seen.outcomes.get(record["status"], 0) + 1
             return seen
         run_id = previous
 
