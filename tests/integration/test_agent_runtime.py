@@ -6,8 +6,10 @@ a checkpoint and it resumes there; a lost Scheduler state is rebuilt from the lo
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +26,12 @@ from mwp.agent.worker import (
     scheduler_inboxes,
     start_scheduler,
 )
-from mwp.client import Identity, MwpClient
+from mwp.client import Identity, KeyStore, MwpClient
+from mwp.core.errors import ErrorCode
+from mwp.core.jcs import sha256_ref
 from mwp.core.registry import Principal
+from mwp.dev_stack import BackgroundStack
+from mwp.scenario import evidence_for
 from mwp.stores.objects import open_store
 from tests.integration import runtime_agent, tool_agent
 from tests.integration.conftest import stack_log_location
@@ -210,3 +216,104 @@ async def test_a_rebuilt_scheduler_replays_the_group_logs_into_the_same_queues(
 
         await eventually(rebuilt, timeout=30)
         assert await caught_up() == before
+
+
+async def test_a_killed_agent_loses_its_lease_and_another_completes_from_its_checkpoint(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack, effects: Path, tmp_path: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    registry = rig.crew.organization.registry
+    state = tmp_path / "state"
+    KeyStore.in_state_dir(state).save("registry-service", rig.crew.organization.registrar)
+    killed_id = f"urn:mwp:agent:stepper-{uuid.uuid4().hex[:8]}"
+    env = {
+        "MWP_TEST_AGENT_ID": killed_id,
+        "MWP_TEST_AGENT_ORG": registry.organization_id,
+        "MWP_TEST_AGENT_KEY_DIR": str(tmp_path / "agent-keys"),
+        "MWP_TEST_TOOL_EFFECTS": str(effects),
+    }
+    (effects / "hold").touch()
+    item = await rig.authorize("Survive a crash")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "mwp",
+        "agent",
+        "run",
+        "tests.integration.runtime_agent:agent",
+        "--address",
+        temporal_stack.address,
+        "--state-dir",
+        str(state),
+        "--org",
+        registry.organization_id,
+        "--store",
+        stack_log_location(),
+        "--lease-seconds",
+        "4",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, **env},
+    )
+    try:
+        assert process.stdout is not None
+        output = b""
+        while not output.endswith(b"\n") or b"Task queue" not in output:
+            line = await asyncio.wait_for(process.stdout.readline(), 60)
+            if not line:
+                pytest.fail(f"the agent process exited {await process.wait()}: {output!r}")
+            output += line
+        killed = KeyStore(tmp_path / "agent-keys").load(runtime_agent.KEY_NAME)
+        await rig.offer(item, killed)
+
+        async def checkpointed() -> bool:  # step 0 done and its checkpoint in the Group
+            view = await rig.mission.work_item(item.work_item_id)
+            return bool((view.get("checkpoint") or {}).get("checkpointRef"))
+
+        await eventually(checkpointed, timeout=60)
+        lease = (await rig.mission.work_item(item.work_item_id))["executionLease"]
+        process.kill()  # SIGKILL mid-capability: nothing renews the lease any more
+        await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+    async def fenced() -> bool:
+        return bool((await rig.mission.work_item(item.work_item_id)).get("ownerFencedReason"))
+
+    await eventually(fenced, timeout=30)
+    killed_session = lease["sessionEpoch"]
+
+    def late_submission() -> Awaitable[dict[str, Any]]:
+        """The killed agent's result, arriving late (its epoch, its lease)."""
+        late = {
+            "ownershipEpoch": 1,
+            "leaseId": lease["leaseId"],
+            "artifactHashes": [sha256_ref(b"late result")],
+            "evidence": evidence_for(item.contract, item.work_item_id),
+        }
+        return rig.send(
+            killed,
+            "work.submit",
+            late,
+            work_item_id=item.work_item_id,
+            session_epoch=killed_session,
+        )
+
+    await rig.assert_refused(late_submission, ErrorCode.WORK_STALE_OWNERSHIP)
+    (effects / "hold").unlink()
+    async with agent_runtime(rig) as successor:
+        await rig.offer(item, successor.identity)  # a new round under a higher Ownership Epoch
+        await wait_for_state(rig, item, "submitted")
+    view = await rig.mission.work_item(item.work_item_id)
+    assert view["owner"]["agentId"] == successor.agent.agent_id
+    assert view["ownershipEpoch"] == 2
+    # The successor resumed from the killed agent's checkpoint: step 0 was not redone.
+    assert [r["resumed"] for r in runtime_agent.runs(effects)] == [None, {"next": 1}]
+    assert len(tool_agent.effect_keys(effects, f"{item.work_item_id}#0")) == 1
+    assert tool_agent.call_count(effects, f"{item.work_item_id}#0") == 1
+    # Still refused once the successor's result is in: it never replaces that result.
+    await rig.assert_refused(late_submission, ErrorCode.INVALID_STATE_TRANSITION)
+    await rig.accept_result(item)
+    assert await item_state(rig, item) == "verified"
