@@ -17,11 +17,11 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check mwp workflows activities workers tests benchmarks
-	$(BIN)/ruff format --check mwp workflows activities workers tests benchmarks
+	$(BIN)/ruff check mwp workflows activities workers tests benchmarks examples
+	$(BIN)/ruff format --check mwp workflows activities workers tests benchmarks examples
 
 typecheck: $(STAMP)
-	$(BIN)/mypy mwp workflows activities workers
+	$(BIN)/mypy mwp workflows activities workers examples
 
 unit: $(STAMP)
 	$(BIN)/pytest

@@ -6,6 +6,8 @@ a checkpoint and it resumes there; a lost Scheduler state is rebuilt from the lo
 from __future__ import annotations
 
 import asyncio
+import importlib
+import json
 import os
 import sys
 import uuid
@@ -32,6 +34,8 @@ from mwp.core.jcs import sha256_ref
 from mwp.core.registry import Principal
 from mwp.dev_stack import BackgroundStack
 from mwp.scenario import evidence_for
+from mwp.state_dir import ORGANIZATION_FILE
+from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import open_store
 from tests.integration import runtime_agent, tool_agent
 from tests.integration.conftest import stack_log_location
@@ -59,15 +63,22 @@ class Runtime:
 
 @asynccontextmanager
 async def agent_runtime(
-    rig: MissionRig, *, slots: int = 1, lease_seconds: int = 6, **options: Any
+    rig: MissionRig,
+    *,
+    slots: int = 1,
+    lease_seconds: int = 6,
+    agent: Agent | None = None,
+    **options: Any,
 ) -> AsyncIterator[Runtime]:
-    """A runtime agent of ``rig``'s Organization, served in-process: worker, AgentWorkflow
-    and inboxes over the stack's log store."""
+    """A runtime agent of ``rig``'s Organization (a new stepper unless ``agent`` is given),
+    served in-process: worker, AgentWorkflow and inboxes over the stack's log store."""
     client = rig.client
     registry = rig.crew.organization.registry
-    agent_id = f"urn:mwp:agent:stepper-{uuid.uuid4().hex[:8]}"
-    identity = Identity.generate(Principal("agent", agent_id))
-    agent = runtime_agent.build(agent_id, identity, registry.organization_id, slots=slots)
+    if agent is None:
+        agent_id = f"urn:mwp:agent:stepper-{uuid.uuid4().hex[:8]}"
+        identity = Identity.generate(Principal("agent", agent_id))
+        agent = runtime_agent.build(agent_id, identity, registry.organization_id, slots=slots)
+    agent_id = agent.agent_id
     card_version = await ensure_registered(registry, agent)
     epoch = await registry.open_session(agent_id)
     store = open_store(stack_log_location())
@@ -317,3 +328,28 @@ async def test_a_killed_agent_loses_its_lease_and_another_completes_from_its_che
     await rig.assert_refused(late_submission, ErrorCode.INVALID_STATE_TRANSITION)
     await rig.accept_result(item)
     assert await item_state(rig, item) == "verified"
+
+
+async def test_the_readme_agent_runs_a_work_item_to_verified(
+    mwp_client: MwpClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = await new_mission(mwp_client)
+    state = tmp_path / "state"
+    KeyStore.in_state_dir(state).save(
+        "agent-writer", Identity.generate(Principal("agent", "urn:mwp:agent:writer"))
+    )
+    organization = {"organizationId": rig.crew.organization.organization_id}
+    (state / ORGANIZATION_FILE).write_text(json.dumps(organization))
+    monkeypatch.setenv("MWP_STATE_DIR", str(state))
+    sys.modules.pop("examples.writer", None)
+    writer = importlib.import_module("examples.writer")
+    async with agent_runtime(rig, agent=writer.agent) as runtime:
+        item = await rig.authorize("the quarterly report")
+        await rig.offer(item, runtime.identity)
+        await wait_for_state(rig, item, "submitted")
+    await rig.accept_result(item)
+    view = await rig.mission.work_item(item.work_item_id)
+    assert view["state"] == "verified"
+    [content] = view["submission"]["artifactHashes"]
+    text = ArtifactStore(open_store(stack_log_location())).get(content)
+    assert text == b"Why the quarterly report\nHow the quarterly report"

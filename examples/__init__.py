@@ -1,0 +1,1 @@
+"""Runnable examples (``mwp agent run examples.writer:agent``)."""
