@@ -19,7 +19,15 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Progress, Submission
+from mwp.agent import (
+    Agent,
+    CapabilityContext,
+    CapabilityFailure,
+    CardInfo,
+    EvidenceItem,
+    Progress,
+    Submission,
+)
 from mwp.client import Identity, KeyStore
 from mwp.core.registry import Principal
 from tests.integration import tool_agent
@@ -49,7 +57,19 @@ async def _held() -> None:
         await asyncio.sleep(0.1)
 
 
-def build(agent_id: str, identity: Identity, organization_id: str, slots: int = 1) -> Agent:
+def _first_time(item: str, what: str) -> bool:
+    """True the first time ``what`` happens to ``item`` (a marker in the effects folder)."""
+    marker = effects_dir() / f"{what}-{item.rsplit(':', 1)[-1]}"
+    if marker.exists():
+        return False
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    return True
+
+
+def build(
+    agent_id: str, identity: Identity, organization_id: str, slots: int = 1, steps: int = STEPS
+) -> Agent:
     agent = Agent(
         agent_id,
         identity,
@@ -59,12 +79,19 @@ def build(agent_id: str, identity: Identity, organization_id: str, slots: int = 
     agent.tool("effect")(tool_agent.effect)
 
     @agent.capability("mwp.dev.general", "1.0.0")
-    async def steps(ctx: CapabilityContext) -> Submission:
+    async def run_steps(ctx: CapabilityContext) -> Submission:
         state = ctx.resume_state or {"next": 0}
         _log_run(ctx.work_item_id, ctx.resume_state)
         # Every run repeats this op ID: the ledger answers all but the first.
         await ctx.tool("prepare", "effect", f"{ctx.work_item_id}#prepare")
-        for step in range(int(state["next"]), STEPS):
+        goal = ctx.contract["goal"]
+        if "flaky" in goal and _first_time(ctx.work_item_id, "flaky"):
+            raise CapabilityFailure("the source timed out", code="TRANSIENT_TOOL_FAILURE")
+        if "broken" in goal:
+            raise ValueError("the input cannot be parsed")
+        if "blocked" in goal and _first_time(ctx.work_item_id, "blocked"):
+            await ctx.block("needs the customer's data export")
+        for step in range(int(state["next"]), steps):
             await ctx.tool(f"step-{step}", "effect", f"{ctx.work_item_id}#{step}")
             await ctx.checkpoint(
                 Progress(

@@ -66,6 +66,7 @@ async def agent_runtime(
     rig: MissionRig,
     *,
     slots: int = 1,
+    steps: int = runtime_agent.STEPS,
     lease_seconds: int = 6,
     agent: Agent | None = None,
     **options: Any,
@@ -77,7 +78,9 @@ async def agent_runtime(
     if agent is None:
         agent_id = f"urn:mwp:agent:stepper-{uuid.uuid4().hex[:8]}"
         identity = Identity.generate(Principal("agent", agent_id))
-        agent = runtime_agent.build(agent_id, identity, registry.organization_id, slots=slots)
+        agent = runtime_agent.build(
+            agent_id, identity, registry.organization_id, slots=slots, steps=steps
+        )
     agent_id = agent.agent_id
     card_version = await ensure_registered(registry, agent)
     epoch = await registry.open_session(agent_id)
@@ -353,3 +356,56 @@ async def test_the_readme_agent_runs_a_work_item_to_verified(
     [content] = view["submission"]["artifactHashes"]
     text = ArtifactStore(open_store(stack_log_location())).get(content)
     assert text == b"Why the quarterly report\nHow the quarterly report"
+
+
+async def test_retries_stay_within_the_contract_and_a_permanent_failure_records_work_failed(
+    mwp_client: MwpClient, effects: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    async with agent_runtime(rig, steps=0) as runtime:
+        flaky = await rig.authorize("A flaky source")
+        broken = await rig.authorize("A broken input")
+        await rig.offer(flaky, runtime.identity)
+        await rig.offer(broken, runtime.identity)
+        await wait_for_state(rig, flaky, "submitted")
+        await wait_for_state(rig, broken, "failed")
+        status = await scheduler_status(mwp_client, runtime.agent)
+    # TRANSIENT_TOOL_FAILURE is retryable in the contract: a second attempt in the same run,
+    # whose repeated op ID is answered by the ledger (one call, one effect).
+    assert tool_agent.call_count(effects, f"{flaky.work_item_id}#prepare") == 1
+    assert len(tool_agent.effect_keys(effects, f"{flaky.work_item_id}#prepare")) == 1
+    # Any other failure is permanent: work.failed with Evidence, under the current lease.
+    failed = await rig.mission.work_item(broken.work_item_id)
+    failure = failed["failure"]
+    assert failure["failureCode"] == "CAPABILITY_ERROR"
+    assert "cannot be parsed" in failure["reason"]
+    [evidence_id] = failure["failureEvidenceIds"]
+    digest = evidence_id.rsplit(":", 1)[-1]
+    record = open_store(stack_log_location()).get(f"failure-evidence/{digest}.json")
+    assert record is not None and b"cannot be parsed" in record
+    outcomes = {o["workItemId"]: o["status"] for o in status["outcomes"]}
+    assert outcomes == {flaky.work_item_id: "submitted", broken.work_item_id: "failed"}
+
+
+async def test_a_blocked_run_frees_its_slot_and_unblocked_work_runs_again(
+    mwp_client: MwpClient, effects: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    async with agent_runtime(rig, steps=1) as runtime:
+        blocked = await rig.authorize("A blocked export")
+        other = await rig.authorize("Another report")
+        await rig.offer(blocked, runtime.identity)
+        await wait_for_state(rig, blocked, "blocked")
+        event = next(e for e in await rig.mission.events_this_run() if e["kind"] == "work.blocked")
+        assert event["payload"]["requiredResolution"] == "needs the customer's data export"
+        assert "blockedLease" in await rig.mission.work_item(blocked.work_item_id)
+        # The one slot is free again: other work runs while the item waits.
+        await rig.offer(other, runtime.identity)
+        await wait_for_state(rig, other, "submitted")
+        await rig.coordinate(
+            "work.unblock", {"resolution": "export attached"}, work_item_id=blocked.work_item_id
+        )
+        await wait_for_state(rig, blocked, "submitted")
+    kinds = [e["kind"] for e in await rig.mission.events_this_run()]
+    assert kinds.count("work.blocked") == 1 and kinds.count("work.unblocked") == 1
+    assert (await rig.mission.work_item(blocked.work_item_id))["ownershipEpoch"] == 1
