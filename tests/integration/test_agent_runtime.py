@@ -28,12 +28,14 @@ from mwp.agent.worker import (
     scheduler_inboxes,
     start_scheduler,
 )
-from mwp.client import Identity, KeyStore, MwpClient
+from mwp.client import Identity, KeyStore, MwpClient, new_id
 from mwp.core.errors import ErrorCode
 from mwp.core.jcs import sha256_ref
 from mwp.core.registry import Principal
+from mwp.core.scheduler import starvation_bound
 from mwp.dev_stack import BackgroundStack
-from mwp.scenario import evidence_for
+from mwp.missions import in_seconds
+from mwp.scenario import evidence_for, work_contract
 from mwp.state_dir import ORGANIZATION_FILE
 from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import open_store
@@ -409,3 +411,69 @@ async def test_a_blocked_run_frees_its_slot_and_unblocked_work_runs_again(
     kinds = [e["kind"] for e in await rig.mission.events_this_run()]
     assert kinds.count("work.blocked") == 1 and kinds.count("work.unblocked") == 1
     assert (await rig.mission.work_item(blocked.work_item_id))["ownershipEpoch"] == 1
+
+
+async def _authorize(rig: MissionRig, goal: str, urgency: str) -> WorkItemRef:
+    contract = work_contract(goal, deadline=in_seconds(86400))
+    contract["requestedUrgency"] = urgency
+    item = WorkItemRef(new_id(), contract)
+    await rig.coordinate("work.authorize", {"contract": contract}, work_item_id=item.work_item_id)
+    return item
+
+
+async def test_groups_weighted_1_2_4_and_a_flooding_group_get_their_weighted_shares(
+    mwp_client: MwpClient, effects: Path
+) -> None:
+    gate = await new_mission(mwp_client)
+    crew = gate.crew
+    light, middle, heavy, flood = [await new_mission(mwp_client, crew) for _ in range(4)]
+    weights = {
+        light.mission.group_id: 1,
+        middle.mission.group_id: 2,
+        heavy.mission.group_id: 4,
+        flood.mission.group_id: 1,  # floods critical work: urgency never crosses Groups
+    }
+    backlog = [(light, 2), (middle, 4), (heavy, 8), (flood, 8)]  # two full rounds, a flood
+    (effects / "hold").touch()
+    # A short declared duration: admission must not decline the backlog for its deadline.
+    async with agent_runtime(gate, steps=1, weights=weights, mean_duration_seconds=5) as runtime:
+        # The one slot is held by the gate's item while every Group fills its queue.
+        first = await gate.authorize("Hold the slot")
+        await gate.offer(first, runtime.identity)
+        await wait_for_state(gate, first, "active")
+        items: dict[str, MissionRig] = {}
+        for rig, count in backlog:
+            urgency = "critical" if rig is flood else "routine"
+            for n in range(count):
+                item = await _authorize(rig, f"Item {n}", urgency)
+                await rig.offer(item, runtime.identity)
+                items[item.work_item_id] = rig
+
+        async def all_queued() -> bool:
+            return (await scheduler_status(mwp_client, runtime.agent))["queued"] == len(items)
+
+        await eventually(all_queued, timeout=120)
+        (effects / "hold").unlink()
+
+        async def all_done() -> bool:
+            outcomes = (await scheduler_status(mwp_client, runtime.agent))["outcomes"]
+            return len(outcomes) == len(items) + 1
+
+        await eventually(all_done, timeout=300)
+        outcomes = (await scheduler_status(mwp_client, runtime.agent))["outcomes"]
+
+    assert all(o["status"] == "submitted" for o in outcomes)
+    # One slot: completion order is the Scheduler's dispatch order. While all four Groups had
+    # work (the first 16 decisions after the gate), each got exactly its weighted share.
+    order = [o["groupId"] for o in outcomes[1:]]
+    window = order[:16]
+    shares = {g: window.count(g) / len(window) for g in weights}
+    for group, weight in weights.items():
+        expected = weight / sum(weights.values())
+        assert abs(shares[group] - expected) <= 0.1 * expected, (group, shares, weights)
+    # The lightest Group waits a bounded number of decisions between its services.
+    served = [i for i, g in enumerate(window) if g == light.mission.group_id]
+    gaps = [b - a - 1 for a, b in zip([-1, *served], served, strict=False)]
+    assert max(gaps) <= starvation_bound(weights, light.mission.group_id)
+    # The flood's remaining items ran only once the others had nothing left.
+    assert set(order[16:]) == {flood.mission.group_id}
