@@ -230,6 +230,10 @@ class GroupEventLog:
                 break
             entries.append(self._parse(sequence, data))
         if not entries:
+            # Nothing new is the usual answer to a poll: when the Cursor's own entry is still
+            # stored the log reaches back to it, which one lookup proves (no listing).
+            if after_sequence > 0 and self.store.exists(self.key(after_sequence)):
+                return entries
             first = self.first_sequence()
             if first is not None and first > start:
                 raise self._cursor_too_old(first, after_sequence)

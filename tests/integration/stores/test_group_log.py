@@ -11,7 +11,7 @@ from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.event_log import LogFaultReason, seal
 from mwp.core.registry import RegistryEvidence
 from mwp.group_log import EventLogError, GroupEventLog
-from mwp.stores.objects import ObjectStore
+from mwp.stores.objects import FolderObjectStore, ObjectStore
 from tests.event_log_samples import (
     AUTHORITY,
     AUTHORITY_KEY,
@@ -240,3 +240,33 @@ def test_an_empty_log_has_no_head(log: GroupEventLog) -> None:
     verdict = log.verify_all(EVIDENCE)
     assert verdict.ok and verdict.verified == 0
     assert log.seal_and_append([], KEY_ID, AUTHORITY_KEY).written == 0
+
+
+class _CountingLists:
+    """The store, counting its listings (an idle poll should need none)."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.inner = store
+        self.listings = 0
+
+    def list_keys(self, prefix: str, **options: Any) -> list[str]:
+        self.listings += 1
+        return self.inner.list_keys(prefix, **options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_an_idle_poll_at_the_head_of_a_folder_log_lists_nothing(
+    object_store: ObjectStore,
+) -> None:
+    entries = chain(5)
+    counting = _CountingLists(object_store)
+    folder = isinstance(object_store, FolderObjectStore)
+    log = GroupEventLog(counting, GROUP, read_ahead=GroupEventLog(object_store, GROUP).read_ahead)  # type: ignore[arg-type]
+    for entry in entries:
+        object_store.put_if_absent(log.key(entry.sequence), entry.data)
+    before = counting.listings
+    assert log.read(after_sequence=5) == []  # nothing new: the Cursor's own entry is there
+    # A folder log is read without listing (S3 lists once per read, by design: cheap there).
+    assert counting.listings == before + (0 if folder else 1)
