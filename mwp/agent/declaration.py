@@ -226,6 +226,16 @@ class Agent:
                 return spec
         return None
 
+    # --- running --------------------------------------------------------------------------
+
+    async def run(self, **options: Any) -> Any:
+        """Run this agent's runtime, as ``mwp agent run`` does, until ``stop`` (an
+        :class:`asyncio.Event`) is set or, without one, SIGINT or SIGTERM; the options are
+        those of :func:`mwp.agent.worker.run_agent_worker`. Returns the ``AgentSession``."""
+        from mwp.agent.worker import run_agent_worker  # the declaration itself stays I/O-free
+
+        return await run_agent_worker(self, **options)
+
     # --- the Agent Card ---------------------------------------------------------------------
 
     def card(self, *, issued_at: str | None = None) -> dict[str, Any]:

@@ -209,8 +209,11 @@ async def run_agent_worker(
     tool_store: str | None = None,
     on_ready: Callable[[AgentSession], None] | None = None,
     scheduler_options: Mapping[str, Any] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> AgentSession:
-    """Register, open a Session, run the worker until SIGINT or SIGTERM; the session."""
+    """Register, open a Session, run the agent's runtime until ``stop`` is set (without one:
+    until SIGINT or SIGTERM); the session. ``scheduler_options`` go to the AgentWorkflow's
+    input (for example ``lease_seconds``, ``weights``, ``quotas``)."""
     organization = organization_id_of(state_dir, organization_id)
     registrar = KeyStore.in_state_dir(state_dir).load(REGISTRY_KEY_NAME)
     client = await connect(address, namespace)
@@ -225,9 +228,10 @@ async def run_agent_worker(
         client.temporal, agent, ToolLedger(store), task_queue=queue, runtime=client
     )
     session = AgentSession(organization, card_version, epoch, queue)
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    signals = (signal.SIGINT, signal.SIGTERM) if stop is None else ()
+    stop = stop or asyncio.Event()
+    for signum in signals:
         loop.add_signal_handler(signum, stop.set)
     try:
         async with worker:
@@ -241,6 +245,6 @@ async def run_agent_worker(
             await stop.wait()
             await feeding
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in signals:
             loop.remove_signal_handler(signum)
     return session

@@ -477,3 +477,40 @@ async def test_groups_weighted_1_2_4_and_a_flooding_group_get_their_weighted_sha
     assert max(gaps) <= starvation_bound(weights, light.mission.group_id)
     # The flood's remaining items ran only once the others had nothing left.
     assert set(order[16:]) == {flood.mission.group_id}
+
+
+async def test_await_agent_run_serves_the_agent_until_stopped(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack, effects: Path, tmp_path: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    organization = rig.crew.organization
+    state = tmp_path / "state"
+    KeyStore.in_state_dir(state).save("registry-service", organization.registrar)
+    agent_id = f"urn:mwp:agent:stepper-{uuid.uuid4().hex[:8]}"
+    agent = runtime_agent.build(
+        agent_id, Identity.generate(Principal("agent", agent_id)), organization.organization_id
+    )
+    ready, stop = asyncio.Event(), asyncio.Event()
+    running = asyncio.create_task(
+        agent.run(
+            address=temporal_stack.address,
+            state_dir=state,
+            organization_id=organization.organization_id,
+            tool_store=stack_log_location(),
+            scheduler_options={"lease_seconds": 6},
+            on_ready=lambda _: ready.set(),
+            stop=stop,
+        )
+    )
+    try:
+        await asyncio.wait_for(ready.wait(), 60)
+        item = await rig.authorize("Run from Python")
+        await rig.offer(item, agent.identity)
+        await wait_for_state(rig, item, "submitted")
+    finally:
+        stop.set()
+        session = await asyncio.wait_for(running, 60)
+        handle = mwp_client.temporal.get_workflow_handle(agent_workflow_id(agent_id))
+        await handle.terminate("test over")
+    assert session.session_epoch == 1 and session.card_version == 1
+    assert session.task_queue == agent_task_queue(agent_id)
