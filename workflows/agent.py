@@ -86,7 +86,10 @@ class AgentWorkflow:
         self._cursors: dict[str, Json] = {}
         self._missions: dict[str, str] = {}
         self._admissions: list[tuple[str, str]] = []
-        self._runs: dict[tuple[str, str], asyncio.Task[None]] = {}
+        # Runs in flight by run number (a retried run of a revoked lease may overlap a new
+        # run of the same item).
+        self._runs: dict[int, asyncio.Task[None]] = {}
+        self._run_number = 0
         self._accepting = 0
         self._tasks: set[asyncio.Task[None]] = set()  # acceptances in flight
         self._dirty = False
@@ -172,11 +175,10 @@ class AgentWorkflow:
                 resume_from=dispatch.resume_from,
                 lease_seconds=self._input.lease_seconds,
             )
-            key = (context.group_id, context.work_item_id)
-            self._runs[key] = asyncio.create_task(self._run(order))
+            self._run_number += 1
+            self._runs[self._run_number] = asyncio.create_task(self._run(self._run_number, order))
 
-    async def _run(self, order: ExecutionOrder) -> None:
-        key = (order.group_id, order.work_item_id)
+    async def _run(self, key: int, order: ExecutionOrder) -> None:
         try:
             outcome = await workflow.execute_activity(
                 RUN_CAPABILITY,

@@ -115,6 +115,8 @@ class MissionWorkflow:
         # keeps them running across continue-as-new).
         self._children: set[str] = set(self._authority.work_item_ids())
         self._pending_timers: list[TimerReport] = []
+        # A newer Registry notice arrived: check for replaced Sessions (spec 11.3).
+        self._sessions_changed = False
         # Children being sent their item's state, and those whose item changed again meanwhile.
         self._syncing: set[str] = set()
         self._resync: set[str] = set()
@@ -179,7 +181,12 @@ class MissionWorkflow:
                 workflow.continue_as_new(self._next_input())
 
     def _has_inbox(self) -> bool:
-        return bool(self._pending_timers or self._child_outcomes or self._parent_closures)
+        return bool(
+            self._pending_timers
+            or self._child_outcomes
+            or self._parent_closures
+            or self._sessions_changed
+        )
 
     def _drain_inbox(self) -> None:
         """Record what timers, child Missions and the parent reported, in arrival order per
@@ -193,6 +200,14 @@ class MissionWorkflow:
                 self._after_accept(outcome)
         while self._parent_closures:
             outcome = self._authority.close_for_parent(self._parent_closures.pop(0), context())
+            if outcome is not None:
+                self._after_accept(outcome)
+        self._revoke_replaced_sessions()
+
+    def _revoke_replaced_sessions(self) -> None:
+        if self._sessions_changed:
+            self._sessions_changed = False
+            outcome = self._authority.revoke_replaced_sessions(self._context())
             if outcome is not None:
                 self._after_accept(outcome)
 
@@ -242,6 +257,7 @@ class MissionWorkflow:
             envelope, context = admitted[2], self._context()
         else:  # no validator ran (replay), or it ran before the Registry evidence arrived
             envelope, context = self._admit(wire)
+        self._revoke_replaced_sessions()  # before anything is decided under a new Session
         try:
             outcome = self._authority.submit(envelope, context)
         except MwpError as exc:
@@ -535,7 +551,10 @@ class MissionWorkflow:
 
     @workflow.signal(name=SIGNAL_REGISTRY_CHANGED)
     def registry_changed(self, notice: dict[str, Any]) -> None:
-        self._registry.offer(notice)  # keeps only a newer revision of this Organization
+        # Keeps only a newer revision of this Organization; a newer one may carry a
+        # replacement Session whose holder's active leases must be revoked.
+        if self._registry.offer(notice):
+            self._sessions_changed = True
 
     # --- visibility ------------------------------------------------------------------------
 

@@ -30,6 +30,8 @@ from mwp.agent.worker import (
 )
 from mwp.client import Identity, KeyStore, MwpClient, new_id
 from mwp.core.errors import ErrorCode
+from mwp.core.group import OWNERSHIP_EXPIRED_KIND
+from mwp.core.group.execution_lease import LEASE_REVOKED_KIND
 from mwp.core.jcs import sha256_ref
 from mwp.core.registry import Principal
 from mwp.core.scheduler import starvation_bound
@@ -234,22 +236,33 @@ async def test_a_rebuilt_scheduler_replays_the_group_logs_into_the_same_queues(
         assert await caught_up() == before
 
 
-async def test_a_killed_agent_loses_its_lease_and_another_completes_from_its_checkpoint(
-    mwp_client: MwpClient, temporal_stack: BackgroundStack, effects: Path, tmp_path: Path
-) -> None:
-    rig = await new_mission(mwp_client)
+@asynccontextmanager
+async def agent_process(
+    rig: MissionRig,
+    stack: BackgroundStack,
+    tmp_path: Path,
+    effects: Path,
+    *,
+    lease_seconds: int,
+    agent_id: str | None = None,
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`mwp agent run tests.integration.runtime_agent:agent` for ``rig``'s Organization (the
+    same agent, key and state folder on every call in a test), ready to serve; SIGKILLed on
+    leaving if still up."""
     registry = rig.crew.organization.registry
     state = tmp_path / "state"
-    KeyStore.in_state_dir(state).save("registry-service", rig.crew.organization.registrar)
-    killed_id = f"urn:mwp:agent:stepper-{uuid.uuid4().hex[:8]}"
+    keys = KeyStore.in_state_dir(state)
+    if not keys.exists("registry-service"):
+        keys.save("registry-service", rig.crew.organization.registrar)
+    id_file = tmp_path / "agent-id"
+    if not id_file.exists():
+        id_file.write_text(agent_id or f"urn:mwp:agent:stepper-{uuid.uuid4().hex[:8]}")
     env = {
-        "MWP_TEST_AGENT_ID": killed_id,
+        "MWP_TEST_AGENT_ID": id_file.read_text(),
         "MWP_TEST_AGENT_ORG": registry.organization_id,
         "MWP_TEST_AGENT_KEY_DIR": str(tmp_path / "agent-keys"),
         "MWP_TEST_TOOL_EFFECTS": str(effects),
     }
-    (effects / "hold").touch()
-    item = await rig.authorize("Survive a crash")
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -258,7 +271,7 @@ async def test_a_killed_agent_loses_its_lease_and_another_completes_from_its_che
         "run",
         "tests.integration.runtime_agent:agent",
         "--address",
-        temporal_stack.address,
+        stack.address,
         "--state-dir",
         str(state),
         "--org",
@@ -266,7 +279,7 @@ async def test_a_killed_agent_loses_its_lease_and_another_completes_from_its_che
         "--store",
         stack_log_location(),
         "--lease-seconds",
-        "4",
+        str(lease_seconds),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         env={**os.environ, **env},
@@ -279,21 +292,32 @@ async def test_a_killed_agent_loses_its_lease_and_another_completes_from_its_che
             if not line:
                 pytest.fail(f"the agent process exited {await process.wait()}: {output!r}")
             output += line
-        killed = KeyStore(tmp_path / "agent-keys").load(runtime_agent.KEY_NAME)
-        await rig.offer(item, killed)
-
-        async def checkpointed() -> bool:  # step 0 done and its checkpoint in the Group
-            view = await rig.mission.work_item(item.work_item_id)
-            return bool((view.get("checkpoint") or {}).get("checkpointRef"))
-
-        await eventually(checkpointed, timeout=60)
-        lease = (await rig.mission.work_item(item.work_item_id))["executionLease"]
-        process.kill()  # SIGKILL mid-capability: nothing renews the lease any more
-        await process.wait()
+        yield process
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def has_checkpoint(rig: MissionRig, item: WorkItemRef) -> bool:
+    """Whether the Group names a checkpoint of ``item`` (a step done)."""
+    view = await rig.mission.work_item(item.work_item_id)
+    return bool((view.get("checkpoint") or {}).get("checkpointRef"))
+
+
+async def test_a_killed_agent_loses_its_lease_and_another_completes_from_its_checkpoint(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack, effects: Path, tmp_path: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    (effects / "hold").touch()
+    item = await rig.authorize("Survive a crash")
+    async with agent_process(rig, temporal_stack, tmp_path, effects, lease_seconds=4) as process:
+        killed = KeyStore(tmp_path / "agent-keys").load(runtime_agent.KEY_NAME)
+        await rig.offer(item, killed)
+        await eventually(lambda: has_checkpoint(rig, item), timeout=60)
+        lease = (await rig.mission.work_item(item.work_item_id))["executionLease"]
+        process.kill()  # SIGKILL mid-capability: nothing renews the lease any more
+        await process.wait()
 
     async def fenced() -> bool:
         return bool((await rig.mission.work_item(item.work_item_id)).get("ownerFencedReason"))
@@ -514,3 +538,32 @@ async def test_await_agent_run_serves_the_agent_until_stopped(
         await handle.terminate("test over")
     assert session.session_epoch == 1 and session.card_version == 1
     assert session.task_queue == agent_task_queue(agent_id)
+
+
+async def test_a_restarted_agent_gets_its_items_back_under_its_new_session(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack, effects: Path, tmp_path: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    (effects / "hold").touch()
+    item = await rig.authorize("Survive a restart")
+    # A lease far longer than the test: only the Session replacement can free the item.
+    async with agent_process(rig, temporal_stack, tmp_path, effects, lease_seconds=300) as first:
+        agent = KeyStore(tmp_path / "agent-keys").load(runtime_agent.KEY_NAME)
+        await rig.offer(item, agent)
+        await eventually(lambda: has_checkpoint(rig, item), timeout=60)
+        old = (await rig.mission.work_item(item.work_item_id))["executionLease"]
+        first.kill()
+        await first.wait()
+    (effects / "hold").unlink()
+    async with agent_process(rig, temporal_stack, tmp_path, effects, lease_seconds=300):
+        await wait_for_state(rig, item, "submitted")
+    events = await rig.mission.events_this_run()
+    [revoked] = [e for e in events if e["kind"] == LEASE_REVOKED_KIND]
+    assert revoked["payload"]["leaseId"] == old["leaseId"]
+    assert (revoked["payload"]["sessionEpoch"], revoked["payload"]["currentSessionEpoch"]) == (1, 2)
+    assert OWNERSHIP_EXPIRED_KIND not in {e["kind"] for e in events}  # no lease ran out
+    leases = [e["payload"]["executionLease"] for e in events if e["kind"] == "work.started"]
+    assert [(x["sessionEpoch"], x["ownershipEpoch"]) for x in leases] == [(1, 1), (2, 1)]
+    # The new runtime resumed from the checkpoint the killed one recorded.
+    assert [r["resumed"] for r in runtime_agent.runs(effects)] == [None, {"next": 1}]
+    assert tool_agent.call_count(effects, f"{item.work_item_id}#0") == 1

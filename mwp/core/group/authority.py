@@ -25,7 +25,7 @@ from mwp.core.group.api import (
 from mwp.core.group.conversation_window import MessageWindow
 from mwp.core.group.decision import Accepted, decide
 from mwp.core.group.drafts import Aggregate, Drafts
-from mwp.core.group.execution_lease import expiry_draft
+from mwp.core.group.execution_lease import expiry_draft, revocation_drafts
 from mwp.core.group.ids import derive_id, event_id
 from mwp.core.group.kinds import evolve
 from mwp.core.group.policy import MESSAGE_WINDOW, RECEIPT_WINDOW
@@ -148,6 +148,26 @@ class GroupAuthority:
             cause={"type": "timer", "id": cause_id},
             actor=ctx.authority.to_json(),
             correlation_id=item.work_item_id,
+            ctx=ctx,
+        )
+
+    def revoke_replaced_sessions(self, ctx: AuthorityContext) -> Outcome | None:
+        """The Registry's Session Epochs changed: revoke the Execution Leases of replaced
+        Sessions and return their items to ``queued``; None when there are none."""
+        state = self._state
+        mission = state.mission
+        if mission is None or mission.state != "active" or not ctx.session_epochs:
+            return None
+        drafts = Drafts(state.sequence + 1)
+        revoked = revocation_drafts(state, ctx.session_epochs, ctx.now, drafts)
+        if not revoked:
+            return None
+        leases = [d.payload["leaseId"] for d in drafts.items]
+        return self._record(
+            drafts,
+            cause={"type": "policy", "id": derive_id(state.group_id, "session-replaced", *leases)},
+            actor=ctx.authority.to_json(),
+            correlation_id=revoked[0],
             ctx=ctx,
         )
 

@@ -16,6 +16,7 @@ state (10.2 has no row for expiry) and may be re-offered under a higher Ownershi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from mwp.core.errors import ErrorCode
@@ -64,6 +65,7 @@ Json = dict[str, Any]
 
 LEASE_RENEW_KIND = "ext.missionweaveprotocol.core.execution_lease_renew"
 OWNERSHIP_EXPIRED_KIND = "ext.missionweaveprotocol.core.ownership_expired"
+LEASE_REVOKED_KIND = "ext.missionweaveprotocol.core.execution_lease_revoked"
 _EVIDENCE_RESULTS = frozenset({"passed", "failed", "inconclusive"})
 
 
@@ -414,6 +416,40 @@ def timer_token(item: WorkItem) -> tuple[TimerKind, str, str] | None:
     return "blocked_lease", due[0], item.blocked_lease.lease_id
 
 
+def revocation_drafts(
+    state: GroupState, session_epochs: Mapping[str, int], now: str, drafts: Drafts
+) -> list[str]:
+    """Draft the revocation of every active Execution Lease whose holder has since opened a
+    newer Session (spec 11.3): the item returns to ``queued`` under the same Ownership Epoch,
+    with a fresh start-by deadline, so the agent's new runtime can start it under a new lease.
+    The WorkItems revoked, in ID order (none: nothing to record)."""
+    revoked = []
+    for item_id in sorted(state.work_items):
+        item = state.work_items[item_id]
+        lease, owner = item.execution_lease, item.owner
+        if item.state != "active" or lease is None or owner is None or not owner.live:
+            continue
+        current = session_epochs.get(lease.agent_id)
+        if current is None or current <= lease.session_epoch:
+            continue
+        drafts.add(
+            LEASE_REVOKED_KIND,
+            ("work_item", item_id),
+            {
+                "reason": "session_replaced",
+                "agentId": lease.agent_id,
+                "ownershipEpoch": owner.epoch,
+                "leaseId": lease.lease_id,
+                "sessionEpoch": lease.session_epoch,
+                "currentSessionEpoch": current,
+                "startBy": plus_seconds(now, owner.start_within_seconds),
+            },
+            work_item_id=item_id,
+        )
+        revoked.append(item_id)
+    return revoked
+
+
 # --- evolve --------------------------------------------------------------------------------------
 
 
@@ -494,6 +530,15 @@ def _evolve_submitted(state: GroupState, event: Json) -> None:
     item.state = "submitted"
 
 
+def _evolve_revoked(state: GroupState, event: Json) -> None:
+    item = _item(state, event)
+    owner = item.owner
+    assert owner is not None
+    owner.start_by = event["payload"]["startBy"]
+    item.execution_lease = None
+    item.state = "queued"
+
+
 def _evolve_expired(state: GroupState, event: Json) -> None:
     fence_owner(_item(state, event), event["payload"]["reason"])
 
@@ -525,4 +570,5 @@ EVOLVERS = {
     "work.unblocked": _evolve_unblocked,
     "work.submitted": _evolve_submitted,
     OWNERSHIP_EXPIRED_KIND: _evolve_expired,
+    LEASE_REVOKED_KIND: _evolve_revoked,
 }

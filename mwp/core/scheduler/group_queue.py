@@ -17,6 +17,7 @@ from mwp.core.scheduler.model import Entry, Offer, Phase, Terms
 Json = dict[str, Any]
 
 OWNERSHIP_EXPIRED = "ext.missionweaveprotocol.core.ownership_expired"
+LEASE_REVOKED = "ext.missionweaveprotocol.core.execution_lease_revoked"
 # Every Event kind a GroupQueue reads (an inbox may pass on only these).
 SCHEDULED_KINDS = frozenset(
     {
@@ -35,6 +36,7 @@ SCHEDULED_KINDS = frozenset(
         "work.failed",
         "work.cancelled",
         OWNERSHIP_EXPIRED,
+        LEASE_REVOKED,
     }
 )
 
@@ -89,6 +91,7 @@ class GroupQueue:
             "work.failed": self._ended,
             "work.cancelled": self._ended,
             OWNERSHIP_EXPIRED: self._expired,
+            LEASE_REVOKED: self._revoked,
         }
         assert self._handlers.keys() == SCHEDULED_KINDS
 
@@ -229,6 +232,16 @@ class GroupQueue:
     def _ended(self, item_id: str, _payload: Json, _event: Json) -> None:
         self.dead.add(item_id)
         self._drop(item_id)
+
+    def _revoked(self, item_id: str, payload: Json, _: Json) -> None:
+        entry = self._mine(item_id)
+        if entry is not None:
+            # A replaced Session's lease: queued again under the same ownership, to be started
+            # by the new runtime (from the latest checkpoint).
+            entry.start_by = seconds(payload["startBy"])
+            entry.lease_id = None
+            entry.preemption_requested = False
+            self._requeue(entry, Phase.QUEUED)
 
     def _expired(self, item_id: str, payload: Json, _: Json) -> None:
         if payload.get("agentId") == self.agent_id:

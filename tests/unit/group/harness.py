@@ -316,6 +316,14 @@ class Harness:
             self.events.extend(outcome.events)
         return outcome
 
+    def revoke_replaced_sessions(self) -> Outcome | None:
+        outcome = self.authority.revoke_replaced_sessions(self.ctx())
+        if outcome is not None:
+            for event in outcome.events:
+                assert_valid_event(event)
+            self.events.extend(outcome.events)
+        return outcome
+
     # --- scenario steps ------------------------------------------------------------------------
 
     def create_mission(self, **payload: Any) -> Outcome:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from mwp.core.errors import ErrorCode
 from mwp.core.group import OWNERSHIP_EXPIRED_KIND, replay
 from mwp.core.group.clock import plus_seconds
+from mwp.core.group.execution_lease import LEASE_REVOKED_KIND
 from tests.unit.group.harness import (
     ARTIFACT_A,
     COORD,
     W1,
     W2,
     evidence,
+    fingerprint,
     item_id,
     mission_harness,
     progress,
@@ -350,3 +352,48 @@ def test_given_a_checkpoint_in_a_renewal_when_the_lease_lapses_then_the_new_owne
     assert view["checkpoint"]["leaseId"] == lease
     # The Event log alone rebuilds the same checkpoint.
     assert replay(h.events).work_item_view(item_id("a"))["checkpoint"] == view["checkpoint"]
+
+
+def test_given_a_replacement_session_then_its_active_items_return_to_queued() -> None:
+    h = mission_harness()
+    h.drive("a", "active")
+    h.drive("b", "active")
+    h.drive("c", "queued")
+    h.drive("d", "active")
+    h.submit(COORD, "work.cancel", {}, workItemId=item_id("d"))
+    old_lease = h.lease_id("a")
+    assert h.revoke_replaced_sessions() is None  # nothing replaced yet: nothing recorded
+    h.sessions[W1.id] = 2  # the agent's runtime restarted under a new Session
+    outcome = h.revoke_replaced_sessions()
+    assert outcome is not None
+    kinds = [(e["kind"], e["workItemId"]) for e in outcome.events]
+    assert kinds == sorted((LEASE_REVOKED_KIND, item_id(n)) for n in ("a", "b"))
+    revoked = next(e for e in outcome.events if e["workItemId"] == item_id("a"))
+    assert revoked["cause"]["type"] == "policy"
+    assert revoked["payload"]["leaseId"] == old_lease
+    assert (revoked["payload"]["sessionEpoch"], revoked["payload"]["currentSessionEpoch"]) == (1, 2)
+    view = h.view("a")
+    assert view["state"] == "queued" and "executionLease" not in view
+    assert view["ownershipEpoch"] == 1  # the ownership stays: the same agent resumes it
+    # The new runtime starts the item under a new lease of its new Session ...
+    h.start("a", W1)
+    assert h.view("a")["executionLease"]["sessionEpoch"] == 2
+    # ... and a delayed Command under the revoked lease is refused.
+    stale = h.owner_payload("a", lease=False) | {"leaseId": old_lease}
+    h.reject(ErrorCode.WORK_LEASE_EXPIRED, W1, RENEW, stale, workItemId=item_id("a"))
+    assert h.revoke_replaced_sessions() is None  # idempotent: nothing left to revoke
+    rebuilt, live = replay(h.events).snapshot()["state"], h.authority.snapshot()["state"]
+    rebuilt.pop("receipts")  # replay keeps no receipt digests (Commands are not in the log)
+    live.pop("receipts")
+    assert rebuilt == live
+
+
+def test_a_session_change_of_another_agent_or_an_older_epoch_revokes_nothing() -> None:
+    h = mission_harness()
+    h.drive("a", "active")
+    before = fingerprint(h.authority)
+    h.sessions[W2.id] = 5  # another agent's new Session
+    assert h.revoke_replaced_sessions() is None
+    h.sessions[W1.id] = 1  # the lease's own Session
+    assert h.revoke_replaced_sessions() is None
+    assert fingerprint(h.authority) == before

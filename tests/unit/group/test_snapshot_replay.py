@@ -158,7 +158,11 @@ def test_every_event_kind_is_emitted_and_schema_valid() -> None:
     cancelled.submit(OWNER, "mission.cancel", {})
     terminated = mission_harness()
     terminated.submit(COORD, "mission.terminate", {"reason": "x"})
-    for other in (cancelled, terminated):
+    replaced = mission_harness()  # a Session replacement revokes an active lease
+    replaced.drive("a", "active")
+    replaced.sessions[W1.id] = 2
+    replaced.revoke_replaced_sessions()
+    for other in (cancelled, terminated, replaced):
         seen |= {e["kind"] for e in other.events}
     seen |= {e["kind"] for e in _follow_up_events()}
     family = Family()

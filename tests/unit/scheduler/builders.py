@@ -6,7 +6,7 @@ from typing import Any
 
 from mwp.core.scheduler import AgentProfile, GroupPolicy, Scheduler
 from mwp.core.scheduler.clock import seconds, timestamp
-from mwp.core.scheduler.group_queue import OWNERSHIP_EXPIRED
+from mwp.core.scheduler.group_queue import LEASE_REVOKED, OWNERSHIP_EXPIRED
 
 Json = dict[str, Any]
 
@@ -128,6 +128,14 @@ class GroupLog:
     def ownership_expired(self, item: str, agent: str = "agent-a", when: int = 0) -> Json:
         payload = {"agentId": agent, "reason": "execution_lease_expired"}
         return self.add(OWNERSHIP_EXPIRED, item, payload, when)
+
+    def lease_revoked(self, item: str, agent: str = "agent-a", when: int = 0) -> Json:
+        payload = {
+            "agentId": agent,
+            "reason": "session_replaced",
+            "startBy": at(when + 3600),
+        }
+        return self.add(LEASE_REVOKED, item, payload, when)
 
     def blocked(self, item: str, when: int = 0) -> Json:
         return self.add("work.blocked", item, {"requiredResolution": "needs input"}, when)
