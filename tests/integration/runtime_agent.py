@@ -7,8 +7,8 @@ by ``MWP_TEST_AGENT_ID``, ``MWP_TEST_AGENT_ORG`` and ``MWP_TEST_AGENT_KEY_DIR`` 
 ``tool_agent``). The "external system" is ``MWP_TEST_TOOL_EFFECTS`` (see ``tool_agent``):
 each step's effect is a file named by its idempotency key. While ``<effects>/hold`` exists a
 run waits before its next step (after its checkpoint), so a test can kill or preempt it at a
-known safe point; ``<effects>/runs.log`` gets one line per run start with the state it
-resumed from.
+known safe point; while ``<effects>/hold-submit`` exists it waits before submitting;
+``<effects>/runs.log`` gets one line per run start with the state it resumed from.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def runs(root: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-async def _held() -> None:
-    while (effects_dir() / "hold").exists():
+async def _held(name: str = "hold") -> None:
+    while (effects_dir() / name).exists():
         await asyncio.sleep(0.1)
 
 
@@ -112,6 +112,7 @@ def build(
             EvidenceItem(f"{ctx.work_item_id}:evidence:{c['criterionId']}", [c["criterionId"]])
             for c in ctx.contract["acceptanceCriteria"]
         ]
+        await _held("hold-submit")  # published, about to submit
         return Submission([content], evidence)
 
     return agent

@@ -9,6 +9,7 @@ import asyncio
 import importlib
 import json
 import os
+import signal
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable
@@ -21,6 +22,7 @@ import pytest
 
 from mwp.agent import Agent
 from mwp.agent.calls import agent_task_queue, agent_workflow_id
+from mwp.agent.execution import LATE_RESULT_PREFIX
 from mwp.agent.ledger import ToolLedger
 from mwp.agent.worker import (
     build_agent_worker,
@@ -567,3 +569,56 @@ async def test_a_restarted_agent_gets_its_items_back_under_its_new_session(
     # The new runtime resumed from the checkpoint the killed one recorded.
     assert [r["resumed"] for r in runtime_agent.runs(effects)] == [None, {"next": 1}]
     assert tool_agent.call_count(effects, f"{item.work_item_id}#0") == 1
+
+
+async def test_a_paused_agent_resuming_after_its_lease_ran_out_keeps_its_late_result_for_audit(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack, effects: Path, tmp_path: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    (effects / "hold-submit").touch()
+    item = await rig.authorize("Finish too late")
+    async with agent_process(rig, temporal_stack, tmp_path, effects, lease_seconds=4) as paused:
+        agent = KeyStore(tmp_path / "agent-keys").load(runtime_agent.KEY_NAME)
+        await rig.offer(item, agent)
+
+        async def published() -> bool:  # the result is published; the run waits to submit
+            return bool((await rig.mission.view()).get("artifacts"))
+
+        await eventually(published, timeout=60)
+        paused.send_signal(signal.SIGSTOP)  # a long GC pause, a suspended laptop ...
+        try:
+
+            async def fenced() -> bool:
+                view = await rig.mission.work_item(item.work_item_id)
+                return bool(view.get("ownerFencedReason"))
+
+            await eventually(fenced, timeout=30)
+        finally:
+            paused.send_signal(signal.SIGCONT)
+        (effects / "hold-submit").unlink()  # it wakes up and submits its finished result
+
+        async def kept() -> list[str]:
+            store = open_store(stack_log_location())
+            return await asyncio.to_thread(store.list_keys, LATE_RESULT_PREFIX)
+
+        async def late_result_kept() -> bool:
+            return any(item.work_item_id.rsplit(":", 1)[-1] in k for k in await kept())
+
+        await eventually(late_result_kept, timeout=60)
+        scheduler = mwp_client.temporal.get_workflow_handle(
+            agent_workflow_id((tmp_path / "agent-id").read_text())
+        )
+
+        async def reported_fenced() -> bool:
+            outcomes = (await scheduler.query("status"))["outcomes"]
+            return any(o["status"] == "fenced" and o.get("lateResult") for o in outcomes)
+
+        await eventually(reported_fenced, timeout=30)
+        await scheduler.terminate("test over")
+    view = await rig.mission.work_item(item.work_item_id)
+    assert view["state"] == "active" and "submission" not in view  # never completed by it
+    [key] = [k for k in await kept() if item.work_item_id.rsplit(":", 1)[-1] in k]
+    record = json.loads(open_store(stack_log_location()).get(key) or b"{}")
+    assert record["refusal"]["code"] == "WORK_STALE_OWNERSHIP"
+    assert record["command"]["kind"] == "work.submit"
+    assert record["ownershipEpoch"] == 1
