@@ -17,8 +17,10 @@ from temporalio.client import Client
 
 from mwp.agent.calls import (
     ACCEPT_OFFER,
+    DISCLOSE_SCHEDULE,
     RUN_CAPABILITY,
     OfferAcceptance,
+    ScheduleUpdate,
     agent_workflow_id,
 )
 from mwp.agent.declaration import Agent
@@ -26,6 +28,7 @@ from mwp.agent.execution import ExecutionOrder, ExecutionOutcome, LeasedExecutio
 from mwp.agent.progress import OwnerCommand
 from mwp.client import MwpClient
 from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.group.schedule import SCHEDULE_DISCLOSE_KIND
 from mwp.missions import MissionHandle
 from mwp.stores.objects import ObjectStore
 
@@ -78,11 +81,17 @@ class AgentActivities:
     @activity.defn(name=ACCEPT_OFFER)
     async def accept_offer(self, acceptance: OfferAcceptance) -> Json:
         mission = MissionHandle(self.client, acceptance.mission_id, acceptance.group_id)
+        payload: Json = {
+            "offerId": acceptance.offer_id,
+            "contractVersion": acceptance.contract_version,
+        }
+        if acceptance.schedule_estimate is not None:
+            payload["scheduleEstimate"] = acceptance.schedule_estimate
         try:
             receipt = await mission.send(
                 self.agent.identity,
                 "work.accept_offer",
-                {"offerId": acceptance.offer_id, "contractVersion": acceptance.contract_version},
+                payload,
                 session_epoch=acceptance.session_epoch,
                 work_item_id=acceptance.work_item_id,
             )
@@ -95,6 +104,26 @@ class AgentActivities:
             "decision": "accepted",
             "ownershipEpoch": accepted["payload"]["owner"]["ownershipEpoch"],
         }
+
+    @activity.defn(name=DISCLOSE_SCHEDULE)
+    async def disclose_schedule(self, update: ScheduleUpdate) -> Json:
+        """Publish a waiting item's changed schedule estimate to its Group. A refusal (the
+        item started or moved on meanwhile) is an answer: the estimate is advisory."""
+        mission = MissionHandle(self.client, update.mission_id, update.group_id)
+        try:
+            await mission.send(
+                self.agent.identity,
+                SCHEDULE_DISCLOSE_KIND,
+                {
+                    "ownershipEpoch": update.ownership_epoch,
+                    "scheduleEstimate": update.schedule_estimate,
+                },
+                session_epoch=update.session_epoch,
+                work_item_id=update.work_item_id,
+            )
+        except MwpError as error:
+            return {"disclosed": False, "refusal": refusal(error)}
+        return {"disclosed": True}
 
     @activity.defn(name=RUN_CAPABILITY)
     async def run_capability(self, order: ExecutionOrder) -> ExecutionOutcome:

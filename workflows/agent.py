@@ -8,8 +8,9 @@ offer is accepted (the ``accept_offer`` activity signs and sends ``work.accept_o
 declined one is recorded with its structured reason and left to lapse. Whenever a slot is free
 the Scheduler picks the next item (weighted fair across Groups, urgency with aging within
 one) and the ``run_capability`` activity runs it under an Execution Lease
-(:mod:`mwp.agent.execution`). Slots are freed by the Group's Events (checkpoint, block,
-submission, expiry), never by guesswork, so the Group log stays authoritative.
+(:mod:`mwp.agent.execution`). A slot is freed as soon as the Authority has answered its run
+(the receipt of its submission, checkpoint, block or failure, or its fencing); the items
+themselves move only with the Group's Events, so the log stays authoritative for the queues.
 
 Preemption is cooperative: ``preempt`` (or a policy change that lowers a Group's quota below
 what it runs) flags the slot; the run sees the flag at its next checkpoint, records the
@@ -31,7 +32,13 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from mwp.agent.calls import ACCEPT_OFFER, RUN_CAPABILITY, OfferAcceptance
+    from mwp.agent.calls import (
+        ACCEPT_OFFER,
+        DISCLOSE_SCHEDULE,
+        RUN_CAPABILITY,
+        OfferAcceptance,
+        ScheduleUpdate,
+    )
     from mwp.agent.execution import ExecutionOrder, ExecutionOutcome
     from mwp.core.scheduler import (
         AgentProfile,
@@ -91,7 +98,10 @@ class AgentWorkflow:
         self._runs: dict[int, asyncio.Task[None]] = {}
         self._run_number = 0
         self._accepting = 0
-        self._tasks: set[asyncio.Task[None]] = set()  # acceptances in flight
+        self._in_flight = 0  # schedule disclosures being sent
+        self.disclosures = 0
+        self._touched: set[str] = set()  # Groups whose queues moved since the last round
+        self._tasks: set[asyncio.Task[None]] = set()  # acceptances and disclosures in flight
         self._dirty = False
         self._decisions: list[Json] = []  # admissions, newest last (bounded)
         self._outcomes: list[Json] = []  # run outcomes, newest last (bounded)
@@ -105,6 +115,7 @@ class AgentWorkflow:
             self._dirty = False
             self._admit()
             self._dispatch()
+            self._disclose()
             if workflow.info().is_continue_as_new_suggested() and not self._busy():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self._busy():
@@ -112,7 +123,9 @@ class AgentWorkflow:
                     workflow.continue_as_new(self._input)
 
     def _busy(self) -> bool:
-        return bool(self._runs) or self._accepting > 0 or bool(self._admissions)
+        return (
+            bool(self._runs) or self._accepting > 0 or self._in_flight > 0 or bool(self._admissions)
+        )
 
     def _now(self) -> str:
         return format_utc(workflow.now())
@@ -141,6 +154,7 @@ class AgentWorkflow:
                     entry.offer.offer_id,
                     entry.terms.contract_version,
                     self._session_epoch,
+                    decision.disclosure.schedule_estimate(),  # disclosed on acceptance
                 )
                 self._accepting += 1
                 self._tasks.add(asyncio.create_task(self._accept(acceptance)))
@@ -159,6 +173,44 @@ class AgentWorkflow:
             _keep(self._decisions, {**result, "workItemId": acceptance.work_item_id})
         finally:
             self._accepting -= 1
+            self._dirty = True
+            self._tasks = {t for t in self._tasks if not t.done()}
+
+    def _disclose(self) -> None:
+        """Publish the estimates of waiting items that moved materially (spec 11.2)."""
+        touched, self._touched = self._touched, set()
+        now = self._now()
+        for group_id in sorted(touched):
+            mission_id = self._missions[group_id]
+            queue = self._scheduler.queue(group_id)
+            for disclosure in self._scheduler.material_changes(group_id, now):
+                entry = queue.entries[disclosure.work_item_id]
+                if entry.ownership_epoch is None:
+                    continue
+                update = ScheduleUpdate(
+                    group_id,
+                    mission_id,
+                    entry.work_item_id,
+                    entry.ownership_epoch,
+                    self._session_epoch,
+                    disclosure.schedule_estimate(),
+                )
+                self._in_flight += 1
+                self._tasks.add(asyncio.create_task(self._send_disclosure(update)))
+
+    async def _send_disclosure(self, update: ScheduleUpdate) -> None:
+        try:
+            result: Json = await workflow.execute_activity(
+                DISCLOSE_SCHEDULE,
+                update,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=ACCEPT_RETRY,
+                result_type=dict,
+                summary=f"schedule {update.work_item_id}",
+            )
+            self.disclosures += 1 if result.get("disclosed") else 0
+        finally:
+            self._in_flight -= 1
             self._dirty = True
             self._tasks = {t for t in self._tasks if not t.done()}
 
@@ -196,10 +248,13 @@ class AgentWorkflow:
         finally:
             del self._runs[key]
             self._dirty = True
-        # A run that never started holds its slot in vain; every other outcome frees the slot
-        # through the Group's own Event (submitted, checkpointed, blocked, failed, expired).
         if record["status"] in ("not_started", "crashed"):
+            # A run that never started gives its slot back and its item is queued again.
             self._scheduler.undispatch(order.group_id, order.work_item_id)
+        else:
+            # The Authority answered the run (submitted, checkpointed, blocked, failed, or
+            # fenced): the slot is free now, not once that Event has come back through the log.
+            self._scheduler.finish(order.group_id, order.work_item_id)
         _keep(
             self._outcomes,
             {"groupId": order.group_id, "workItemId": order.work_item_id, **record},
@@ -225,6 +280,8 @@ class AgentWorkflow:
             ):
                 self._admissions.append((group_id, change.work_item_id))
         self._cursors[group_id] = batch["cursor"]
+        if batch["events"]:
+            self._touched.add(group_id)
         self._dirty = True
 
     @workflow.signal
@@ -294,6 +351,7 @@ class AgentWorkflow:
             "queued": s.queued_total(),
             "served": dict(s.served),
             "groups": len(self._missions),
+            "scheduleDisclosures": self.disclosures,
             "decisions": self._decisions,
             "outcomes": self._outcomes,
         }

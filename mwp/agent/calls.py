@@ -74,6 +74,7 @@ class ToolCall:
 # own task queue, hosted by the agent worker process that holds the agent's key.
 ACCEPT_OFFER = "mwp.agent.accept_offer"
 RUN_CAPABILITY = "mwp.agent.run_capability"
+DISCLOSE_SCHEDULE = "mwp.agent.disclose_schedule"
 
 
 def agent_workflow_id(agent_id: str) -> str:
@@ -93,3 +94,16 @@ class OfferAcceptance:
     offer_id: str
     contract_version: int
     session_epoch: int
+    schedule_estimate: dict[str, Any] | None = None  # disclosed with the acceptance
+
+
+@dataclass
+class ScheduleUpdate:
+    """A material change of a waiting item's schedule (the ``disclose_schedule`` input)."""
+
+    group_id: str
+    mission_id: str
+    work_item_id: str
+    ownership_epoch: int
+    session_epoch: int
+    schedule_estimate: dict[str, Any]

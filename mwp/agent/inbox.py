@@ -75,6 +75,10 @@ class GroupInboxes:
         self.store = store
         self._authority = authority.to_json()
         self._groups: dict[str, bool] = {}  # Group -> accepted by our Authority
+        self._missions: dict[str, str] = {}  # Group -> the Mission its founding Event names
+        # Group -> (the Cursor last signalled, the Cursor read up to): Events that concern the
+        # Scheduler are signalled, the rest only advance the reading position.
+        self._read: dict[str, tuple[Json | None, Cursor]] = {}
         self._evidence_source = evidence
         self._cursors = cursors
         self._deliver = deliver
@@ -116,6 +120,12 @@ class GroupInboxes:
         if not await self._ours(group_id):
             return 0
         after = Cursor.from_json(stored) if stored else Cursor.start(group_id)
+        read = self._read.get(group_id)
+        if read is not None and read[0] == stored:
+            # The Scheduler holds everything signalled; Events read since then concerned it
+            # not, so reading resumes after them. A Scheduler that lost its state (a new run)
+            # holds another Cursor and is fed again from its own.
+            after = read[1]
         try:
             return await self._drain(group_id, after)
         except DeliveryError:
@@ -151,31 +161,36 @@ class GroupInboxes:
             batch_size=self.batch_size,
         )
         batch: list[Json] = []
-        mission_id: str | None = None
         count = 0
         cursor = after
         async for delivered in subscription:
             event = delivered.event
-            mission_id = mission_id or _founded_mission(event)
+            if group_id not in self._missions:
+                founded = _founded_mission(event)
+                if founded is not None:
+                    self._missions[group_id] = founded
             cursor = delivered.cursor
             count += 1
             if event["kind"] in SCHEDULED_KINDS:
                 batch.append(slim(event))
-            if count % self.batch_size == 0:
-                await self._send(group_id, mission_id, batch, cursor)
+            if len(batch) >= self.batch_size:
+                await self._send(group_id, batch, cursor)
                 batch = []
-        if cursor != after:
-            await self._send(group_id, mission_id, batch, cursor)
+        if batch:
+            await self._send(group_id, batch, cursor)
+        elif cursor != after:
+            # Nothing for the Scheduler: no signal, only the inbox's own reading position.
+            signalled = self._read[group_id][0] if group_id in self._read else None
+            self._read[group_id] = (signalled, cursor)
         return count
 
-    async def _send(
-        self, group_id: str, mission_id: str | None, events: list[Json], cursor: Cursor
-    ) -> None:
+    async def _send(self, group_id: str, events: list[Json], cursor: Cursor) -> None:
         await self._deliver(
             {
                 "groupId": group_id,
-                "missionId": mission_id or "",
+                "missionId": self._missions.get(group_id, ""),
                 "events": events,
                 "cursor": cursor.to_json(),
             }
         )
+        self._read[group_id] = (cursor.to_json(), cursor)

@@ -127,7 +127,7 @@ def build_agent_worker(
     workflows: list[type] = []
     if runtime is not None:
         agents = AgentActivities(agent, runtime, ledger.store)
-        activities += [agents.accept_offer, agents.run_capability]
+        activities += [agents.accept_offer, agents.run_capability, agents.disclose_schedule]
         workflows.append(AgentWorkflow)
     options.setdefault("max_concurrent_activities", max(8, 4 * agent.max_concurrency))
     return Worker(

@@ -136,6 +136,13 @@ async def test_an_offered_item_is_admitted_accepted_run_under_a_lease_and_submit
         await wait_for_state(rig, item, "submitted")
         view = await rig.mission.work_item(item.work_item_id)
         assert view["owner"]["agentId"] == runtime.agent.agent_id
+        # The acceptance disclosed the Scheduler's estimate for the item (spec 11.2).
+        accepted = next(
+            e for e in await rig.mission.events_this_run() if e["kind"] == "work.offer.accepted"
+        )
+        estimate = accepted["payload"]["scheduleEstimate"]
+        assert view["scheduleEstimate"] == estimate
+        assert estimate["capacityStatus"] == "available" and 0 < estimate["confidence"] <= 1
         # One effect per step, each under the key of (Mission, WorkItem, epoch, op ID).
         assert len(tool_agent.effect_keys(effects, f"{item.work_item_id}#0")) == 1
         assert len(tool_agent.effect_keys(effects, f"{item.work_item_id}#2")) == 1

@@ -15,6 +15,7 @@ from mwp.core.group import (
     execution_lease,
     membership,
     mission,
+    schedule,
     work_item,
 )
 from mwp.core.group.rules import CommandRule
@@ -33,6 +34,7 @@ _MODULES = (
     execution_lease,
     artifact,
     child_mission,
+    schedule,
 )
 
 RULES: dict[str, CommandRule] = {rule.kind: rule for m in _MODULES for rule in m.RULES}

@@ -470,6 +470,7 @@ class WorkItem:
     execution_approval: Json | None = None  # {approvalId, contractVersion, approver, ...}
     progress: Json | None = None
     checkpoint: Json | None = None
+    schedule_estimate: Json | None = None  # the owner's latest disclosure (spec 11.2)
     submission: Json | None = None  # {artifactHashes, evidenceIds, evidence, submittedAt, ...}
     result: Json | None = None
     failure: Json | None = None
@@ -511,6 +512,7 @@ class WorkItem:
                 "executionApproval": self.execution_approval,
                 "progress": self.progress,
                 "checkpoint": self.checkpoint,
+                "scheduleEstimate": self.schedule_estimate,
                 "submission": self.submission,
                 "result": self.result,
                 "failure": self.failure,
@@ -547,6 +549,7 @@ class WorkItem:
             execution_approval=_opt(data, "executionApproval"),
             progress=_opt(data, "progress"),
             checkpoint=_opt(data, "checkpoint"),
+            schedule_estimate=_opt(data, "scheduleEstimate"),
             submission=_opt(data, "submission"),
             result=_opt(data, "result"),
             failure=_opt(data, "failure"),

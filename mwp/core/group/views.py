@@ -198,6 +198,8 @@ def work_item_document(state: GroupState, item: WorkItem, now: str | None = None
         doc["selectionBasis"] = item.selection_basis
     if item.progress is not None:
         doc["progress"] = item.progress
+    if item.schedule_estimate is not None:
+        doc["scheduleEstimate"] = item.schedule_estimate
     if item.submission is not None:
         doc["submission"] = {
             "artifactHashes": item.submission["artifactHashes"],

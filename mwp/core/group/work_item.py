@@ -50,6 +50,7 @@ from mwp.core.group.roles import (
     working_agent,
 )
 from mwp.core.group.rules import CommandRule, by_agent, no_target, work_item_target
+from mwp.core.group.schedule import schedule_estimate
 from mwp.core.group.state import (
     UNFINISHED_WORK_STATES,
     Conversation,
@@ -363,6 +364,7 @@ def _decide_accept(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
         doc = grant(state, cmd.actor, "worker", now=ctx.now, sequence=drafts.next_sequence)
         assert doc is not None
         add_grant(drafts, doc, "work.accept_offer")  # acceptance activates the Membership
+    estimate = schedule_estimate(p.raw("scheduleEstimate")) if p.has("scheduleEstimate") else None
     assert cmd.session_epoch is not None
     epoch = item.ownership_epoch + 1
     owner = Ownership(
@@ -376,19 +378,22 @@ def _decide_accept(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
         start_within_seconds=item.start_within_seconds,
         session_epoch=cmd.session_epoch,
     )
+    accepted: Json = {
+        "offerId": offer_id,
+        "contractVersion": item.contract_version,
+        "owner": _owner_payload(owner),
+        "ownershipLease": ownership_lease_document(state, item, owner),
+        "selectionBasis": offer.selection_basis,
+        "lostOfferIds": [
+            o.offer_id for o in item.offers if o.status == "pending" and o is not offer
+        ],
+    }
+    if estimate is not None:
+        accepted["scheduleEstimate"] = estimate  # disclosed on acceptance (spec 11.2)
     drafts.add(
         "work.offer.accepted",
         ("work_item", item.work_item_id),
-        {
-            "offerId": offer_id,
-            "contractVersion": item.contract_version,
-            "owner": _owner_payload(owner),
-            "ownershipLease": ownership_lease_document(state, item, owner),
-            "selectionBasis": offer.selection_basis,
-            "lostOfferIds": [
-                o.offer_id for o in item.offers if o.status == "pending" and o is not offer
-            ],
-        },
+        accepted,
         work_item_id=item.work_item_id,
     )
 
@@ -585,6 +590,7 @@ def _evolve_offer_accepted(state: GroupState, event: Json) -> None:
     item.owner = owner
     item.ownership_epoch = owner.epoch
     item.selection_basis = payload["selectionBasis"]
+    item.schedule_estimate = payload.get("scheduleEstimate")
     # A new owner resumes from the latest checkpoint and progress (spec 11.5).
     item.submission = item.result = None
     item.state = "queued"

@@ -89,6 +89,7 @@ def retire(item: WorkItem) -> None:
     item.offers = []
     item.progress = None
     item.checkpoint = None
+    item.schedule_estimate = None
 
 
 # --- the link to a child Mission (spec 14; see child_mission.py) ---------------------------------

@@ -101,6 +101,25 @@ def estimate(
     )
 
 
+def recorded(
+    group_id: str, work_item_id: str, estimate: dict[str, Any] | None
+) -> ScheduleDisclosure | None:
+    """The disclosure behind a ``scheduleEstimate`` the Group recorded (None without one), so
+    a Scheduler rebuilt from the log does not publish again what the Group already has."""
+    if estimate is None:
+        return None
+    return ScheduleDisclosure(
+        group_id=group_id,
+        work_item_id=work_item_id,
+        earliest_start=estimate["estimatedStart"],
+        latest_start=estimate["estimatedStart"],
+        estimated_completion=estimate["estimatedCompletion"],
+        confidence=float(estimate["confidence"]),
+        capacity_status=CapacityStatus(estimate["capacityStatus"]),
+        computed_at=estimate["lastCalculatedAt"],
+    )
+
+
 def material(previous: ScheduleDisclosure | None, current: ScheduleDisclosure, now: int) -> bool:
     """Worth publishing again: first time, a new status, or a start moved by over 10% of the
     remaining wait (at least five minutes)."""

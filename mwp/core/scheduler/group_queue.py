@@ -18,6 +18,7 @@ Json = dict[str, Any]
 
 OWNERSHIP_EXPIRED = "ext.missionweaveprotocol.core.ownership_expired"
 LEASE_REVOKED = "ext.missionweaveprotocol.core.execution_lease_revoked"
+SCHEDULE_DISCLOSED = "ext.missionweaveprotocol.core.schedule_disclosed"
 # Every Event kind a GroupQueue reads (an inbox may pass on only these).
 SCHEDULED_KINDS = frozenset(
     {
@@ -37,6 +38,7 @@ SCHEDULED_KINDS = frozenset(
         "work.cancelled",
         OWNERSHIP_EXPIRED,
         LEASE_REVOKED,
+        SCHEDULE_DISCLOSED,
     }
 )
 
@@ -92,6 +94,7 @@ class GroupQueue:
             "work.cancelled": self._ended,
             OWNERSHIP_EXPIRED: self._expired,
             LEASE_REVOKED: self._revoked,
+            SCHEDULE_DISCLOSED: self._disclosed,
         }
         assert self._handlers.keys() == SCHEDULED_KINDS
 
@@ -163,6 +166,7 @@ class GroupQueue:
         entry.accepted_at = seconds(owner["acceptedAt"])
         entry.start_by = seconds(owner["startBy"])
         entry.ownership_epoch = int(owner["ownershipEpoch"])
+        entry.disclosed = payload.get("scheduleEstimate")
         entry.offer = None
         self._requeue(entry, Phase.QUEUED)
 
@@ -232,6 +236,11 @@ class GroupQueue:
     def _ended(self, item_id: str, _payload: Json, _event: Json) -> None:
         self.dead.add(item_id)
         self._drop(item_id)
+
+    def _disclosed(self, item_id: str, payload: Json, _: Json) -> None:
+        entry = self._mine(item_id)
+        if entry is not None:
+            entry.disclosed = payload["scheduleEstimate"]
 
     def _revoked(self, item_id: str, payload: Json, _: Json) -> None:
         entry = self._mine(item_id)

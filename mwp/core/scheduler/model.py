@@ -121,6 +121,7 @@ class Entry:
     checkpoint_ref: str | None = None
     approved_version: int | None = None
     preemption_requested: bool = False
+    disclosed: Json | None = None  # the schedule estimate the Group last recorded for it
     version: int = 0  # bumps on every re-key: stale heap entries are skipped
 
     @property

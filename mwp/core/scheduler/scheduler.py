@@ -17,7 +17,13 @@ from mwp.core.scheduler.admission import (
     check_static,
 )
 from mwp.core.scheduler.clock import seconds
-from mwp.core.scheduler.disclosure import Load, ScheduleDisclosure, estimate, material
+from mwp.core.scheduler.disclosure import (
+    Load,
+    ScheduleDisclosure,
+    estimate,
+    material,
+    recorded,
+)
 from mwp.core.scheduler.fairness import StrideFairness
 from mwp.core.scheduler.group_queue import Change, GroupQueue
 from mwp.core.scheduler.model import Entry, Phase
@@ -89,8 +95,8 @@ class Scheduler:
         if change is None:
             return None
         was, now_ = change.before in _RUNNING, change.after in _RUNNING
-        if was and not now_:
-            self.slots.release(group_id, change.work_item_id)
+        if was and not now_ and self.slots.find(group_id, change.work_item_id) is not None:
+            self.slots.release(group_id, change.work_item_id)  # unless finish() freed it
             group.running -= 1
         elif now_ and not was:  # replay: started without a local dispatch
             entry = group.queue.entries[change.work_item_id]
@@ -191,6 +197,19 @@ class Scheduler:
         self._fair.wake(group_id)
         return True
 
+    def finish(self, group_id: str, work_item_id: str) -> bool:
+        """Free the slot of a run the Authority has answered (its submission, checkpoint,
+        block or failure was accepted, or it was fenced) before that Event comes back through
+        the Group log; the Event then moves the item without releasing the slot again. True if
+        a slot was freed."""
+        if self.slots.find(group_id, work_item_id) is None:
+            return False
+        group = self._groups[group_id]
+        self.slots.release(group_id, work_item_id)
+        group.running -= 1
+        self._fair.wake(group_id)
+        return True
+
     def _context(self, group_id: str, group: _Group, entry: Entry) -> SlotContext:
         return slot_context(
             group_id=group_id,
@@ -242,7 +261,10 @@ class Scheduler:
             if queue.entries[item_id].phase not in (Phase.QUEUED, Phase.BLOCKED):
                 continue
             current = self.disclose(group_id, item_id, now)
-            if material(self._published.get((group_id, item_id)), current, t):
+            previous = self._published.get((group_id, item_id)) or recorded(
+                group_id, item_id, queue.entries[item_id].disclosed
+            )
+            if material(previous, current, t):
                 self._published[(group_id, item_id)] = current
                 out.append(current)
         return out

@@ -162,6 +162,22 @@ def test_every_event_kind_is_emitted_and_schema_valid() -> None:
     replaced.drive("a", "active")
     replaced.sessions[W1.id] = 2
     replaced.revoke_replaced_sessions()
+    replaced.drive("b", "queued")  # and the owner discloses its schedule for waiting work
+    replaced.submit(
+        W1,
+        "ext.missionweaveprotocol.core.schedule_disclose",
+        {
+            "ownershipEpoch": 1,
+            "scheduleEstimate": {
+                "estimatedStart": "2026-07-15T01:00:00Z",
+                "estimatedCompletion": "2026-07-15T02:00:00Z",
+                "confidence": 0.5,
+                "capacityStatus": "queued",
+                "lastCalculatedAt": "2026-07-15T00:00:00Z",
+            },
+        },
+        workItemId=item_id("b"),
+    )
     for other in (cancelled, terminated, replaced):
         seen |= {e["kind"] for e in other.events}
     seen |= {e["kind"] for e in _follow_up_events()}

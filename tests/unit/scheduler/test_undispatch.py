@@ -141,3 +141,46 @@ def test_a_second_undispatch_returns_false() -> None:
     assert world.sched.undispatch("g1", "w") is False
 
     assert _state(world) == before
+
+
+def test_a_finished_run_frees_its_slot_before_its_event_arrives_and_once_only() -> None:
+    world = World(Scheduler(profile(slots=1)))
+    log = world.group("g1")
+    world.queue_item("g1", "a")
+    world.queue_item("g1", "b", when=1)
+    first = world.sched.next_start()
+    assert first is not None and first.context.work_item_id == "a"
+    assert world.sched.next_start() is None  # the one slot is taken
+    assert world.sched.finish("g1", "a")  # the Authority accepted a's submission
+    second = world.sched.next_start()
+    assert second is not None and second.context.work_item_id == "b"
+    # a's Events arrive later: they move a, and leave b's slot alone.
+    world.feed("g1", log.started("a", when=2))
+    world.feed("g1", log.submitted("a", when=3))
+    assert world.sched.running_total() == 1
+    assert world.sched.slot_of("g1", "b") is not None
+    assert world.sched.queue("g1").entries["a"].phase.value == "submitted"
+    assert not world.sched.finish("g1", "a")  # nothing left to free
+
+
+def test_finish_of_an_item_without_a_slot_changes_nothing() -> None:
+    world = World(Scheduler(profile(slots=1)))
+    world.group("g1")
+    world.queue_item("g1", "a")
+    before = world.sched.queue("g1").snapshot()
+    assert not world.sched.finish("g1", "a")
+    assert not world.sched.finish("g1", "ghost")
+    assert world.sched.queue("g1").snapshot() == before
+
+
+def test_a_finished_runs_late_events_keep_the_group_quota_exact() -> None:
+    world = World(Scheduler(profile(slots=2)))
+    log = world.group("g1", quota=1)
+    for n, item in enumerate(("a", "b", "c")):
+        world.queue_item("g1", item, when=n)
+    assert world.sched.next_start() is not None  # a
+    assert world.sched.finish("g1", "a")
+    assert world.sched.next_start() is not None  # b: the Group's one slot again
+    world.feed("g1", log.started("a", when=5))
+    world.feed("g1", log.submitted("a", when=6))
+    assert world.sched.next_start() is None  # still one running in g1: quota 1 holds
