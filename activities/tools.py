@@ -21,6 +21,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from mwp.agent.actions import accepts_idempotency_key
 from mwp.agent.calls import (
     INVALID_TOOL_CALL,
     RUN_TOOL,
@@ -30,7 +31,6 @@ from mwp.agent.calls import (
 )
 from mwp.agent.declaration import Agent
 from mwp.agent.ledger import ToolLedger, ToolLedgerError
-from mwp.agent.local import accepts_idempotency_key
 
 
 class ToolActivities:

@@ -24,6 +24,7 @@ Group logs from the start (the Cursors reset), which rebuilds the same queues.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -53,8 +54,8 @@ with workflow.unsafe.imports_passed_through():
 
 Json = dict[str, Any]
 
-# Accepting an offer is one signed Update; a worker that restarts retries it.
-ACCEPT_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=20)
+# An owner Command (acceptance, disclosure) is one signed Update; a restarted worker retries it.
+OWNER_COMMAND_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=20)
 # A run's own failures are handled inside it (the contract's retry budget, work.fail); Temporal
 # retries only a run whose worker died, and that retry continues under the same lease only
 # while the Session is unchanged.
@@ -97,8 +98,7 @@ class AgentWorkflow:
         # run of the same item).
         self._runs: dict[int, asyncio.Task[None]] = {}
         self._run_number = 0
-        self._accepting = 0
-        self._in_flight = 0  # schedule disclosures being sent
+        self._in_flight = 0  # owner Commands being sent (acceptances, schedule disclosures)
         self.disclosures = 0
         self._touched: set[str] = set()  # Groups whose queues moved since the last round
         self._tasks: set[asyncio.Task[None]] = set()  # acceptances and disclosures in flight
@@ -123,9 +123,7 @@ class AgentWorkflow:
                     workflow.continue_as_new(self._input)
 
     def _busy(self) -> bool:
-        return (
-            bool(self._runs) or self._accepting > 0 or self._in_flight > 0 or bool(self._admissions)
-        )
+        return bool(self._runs) or self._in_flight > 0 or bool(self._admissions)
 
     def _now(self) -> str:
         return format_utc(workflow.now())
@@ -156,25 +154,35 @@ class AgentWorkflow:
                     self._session_epoch,
                     decision.disclosure.schedule_estimate(),  # disclosed on acceptance
                 )
-                self._accepting += 1
-                self._tasks.add(asyncio.create_task(self._accept(acceptance)))
+                self._owner_command(
+                    ACCEPT_OFFER, acceptance, f"accept {item_id}", self._accepted(item_id)
+                )
             _keep(self._decisions, record)
 
-    async def _accept(self, acceptance: OfferAcceptance) -> None:
-        try:
-            result: Json = await workflow.execute_activity(
-                ACCEPT_OFFER,
-                acceptance,
-                start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=ACCEPT_RETRY,
-                result_type=dict,
-                summary=f"accept {acceptance.work_item_id}",
-            )
-            _keep(self._decisions, {**result, "workItemId": acceptance.work_item_id})
-        finally:
-            self._accepting -= 1
-            self._dirty = True
-            self._tasks = {t for t in self._tasks if not t.done()}
+    def _owner_command(
+        self, activity: str, arg: Any, summary: str, record: Callable[[Json], None]
+    ) -> None:
+        """Send an owner Command through ``activity`` without waiting for it (the loop goes
+        on); ``record`` gets its result."""
+
+        async def send() -> None:
+            try:
+                result: Json = await workflow.execute_activity(
+                    activity,
+                    arg,
+                    start_to_close_timeout=timedelta(seconds=60),
+                    retry_policy=OWNER_COMMAND_RETRY,
+                    result_type=dict,
+                    summary=summary,
+                )
+                record(result)
+            finally:
+                self._in_flight -= 1
+                self._dirty = True
+                self._tasks = {t for t in self._tasks if not t.done()}
+
+        self._in_flight += 1
+        self._tasks.add(asyncio.create_task(send()))
 
     def _disclose(self) -> None:
         """Publish the estimates of waiting items that moved materially (spec 11.2)."""
@@ -195,24 +203,15 @@ class AgentWorkflow:
                     self._session_epoch,
                     disclosure.schedule_estimate(),
                 )
-                self._in_flight += 1
-                self._tasks.add(asyncio.create_task(self._send_disclosure(update)))
+                self._owner_command(
+                    DISCLOSE_SCHEDULE, update, f"schedule {entry.work_item_id}", self._disclosed
+                )
 
-    async def _send_disclosure(self, update: ScheduleUpdate) -> None:
-        try:
-            result: Json = await workflow.execute_activity(
-                DISCLOSE_SCHEDULE,
-                update,
-                start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=ACCEPT_RETRY,
-                result_type=dict,
-                summary=f"schedule {update.work_item_id}",
-            )
-            self.disclosures += 1 if result.get("disclosed") else 0
-        finally:
-            self._in_flight -= 1
-            self._dirty = True
-            self._tasks = {t for t in self._tasks if not t.done()}
+    def _accepted(self, work_item_id: str) -> Callable[[Json], None]:
+        return lambda result: _keep(self._decisions, {**result, "workItemId": work_item_id})
+
+    def _disclosed(self, result: Json) -> None:
+        self.disclosures += 1 if result.get("disclosed") else 0
 
     def _dispatch(self) -> None:
         while (dispatch := self._scheduler.next_start()) is not None:

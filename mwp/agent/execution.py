@@ -31,11 +31,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
+from mwp.agent.actions import accepts_idempotency_key, publish_command, resolve_tool
 from mwp.agent.context import Blocked, CapabilityContext, CapabilityFailure, Preempted
 from mwp.agent.declaration import Agent, CapabilitySpec
 from mwp.agent.idempotency import tool_key
 from mwp.agent.ledger import ToolLedger
-from mwp.agent.local import accepts_idempotency_key
 from mwp.agent.progress import (
     OwnerCommand,
     Progress,
@@ -49,7 +49,7 @@ from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.event_log import group_segment
 from mwp.core.jcs import canonicalize
 from mwp.core.strict_json import parse_bytes
-from mwp.stores.artifacts import ArtifactStore, new_manifest, sign_manifest
+from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import ObjectStore
 
 Json = dict[str, Any]
@@ -427,11 +427,7 @@ class _LeasedContext:
     ) -> Any:
         r = self._run
         r.require_lease()  # no new side effect without a valid lease (spec 11.5)
-        if isinstance(fn, str):
-            spec = r.agent.tools.get(fn)
-            if spec is None:
-                raise LookupError(f"no tool {fn!r} is declared by {r.agent.agent_id}")
-            fn = spec.fn
+        fn = resolve_tool(r.agent, fn)
         key = tool_key(r.order.mission_id, r.order.work_item_id, r.order.ownership_epoch, op_id)
         return await r.ledger.run_once(
             key, fn, *args, pass_key=accepts_idempotency_key(fn), **kwargs
@@ -449,27 +445,22 @@ class _LeasedContext:
         lease_id = r.require_lease()
         assert r.spec is not None
         content = await asyncio.to_thread(r.artifacts.put, data)
-        manifest = new_manifest(
+        command = publish_command(
+            r.agent,
+            r.spec,
             content,
             media_type=media_type,
             schema_uri=schema_uri,
-            producer_agent_id=r.agent.agent_id,
-            agent_card_version=r.agent.card_info.card_version,
-            capabilities=[r.spec.ref],
+            source_hashes=source_hashes,
             mission_id=r.order.mission_id,
             group_id=r.order.group_id,
             work_item_id=r.order.work_item_id,
+            ownership_epoch=r.order.ownership_epoch,
+            lease_id=lease_id,
             created_at=r.now(),
-            source_hashes=source_hashes,
         )
-        signed = sign_manifest(manifest, r.agent.identity.key_id, r.agent.identity.key)
-        payload = {
-            "ownershipEpoch": r.order.ownership_epoch,
-            "leaseId": lease_id,
-            "manifest": signed,
-        }
         try:
-            await r._send_locked(OwnerCommand("artifact.publish", r.order.work_item_id, payload))
+            await r._send_locked(command)
         except MwpError as error:
             if _fenced(error):
                 raise LeaseLost(str(error)) from error

@@ -11,11 +11,11 @@ to the Temporal agent runtime and its integration tests.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from mwp.agent.actions import accepts_idempotency_key, publish_command, resolve_tool
 from mwp.agent.context import Blocked, CapabilityContext, Preempted
 from mwp.agent.declaration import Agent, CapabilitySpec
 from mwp.agent.idempotency import tool_key
@@ -31,18 +31,8 @@ from mwp.agent.progress import (
 )
 from mwp.client import utc_now
 from mwp.core.jcs import canonicalize, sha256_ref
-from mwp.stores.artifacts import ArtifactStore, new_manifest, sign_manifest
+from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import ObjectStore
-
-
-def accepts_idempotency_key(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` takes an ``idempotency_key`` keyword (it then receives the tool key)."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    p = params.get("idempotency_key")
-    return p is not None and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
 
 
 @dataclass(frozen=True)
@@ -99,11 +89,7 @@ class _LocalContext:
         self, op_id: str, fn: Callable[..., Awaitable[Any]] | str, /, *args: Any, **kwargs: Any
     ) -> Any:
         r = self._runner
-        if isinstance(fn, str):
-            spec = r.agent.tools.get(fn)
-            if spec is None:
-                raise LookupError(f"no tool {fn!r} is declared by {r.agent.agent_id}")
-            fn = spec.fn
+        fn = resolve_tool(r.agent, fn)
         key = tool_key(r.mission_id, r.work_item_id, r.ownership_epoch, op_id)
         r.tool_keys.append((op_id, key))
         return await r.ledger.run_once(
@@ -120,30 +106,20 @@ class _LocalContext:
     ) -> str:
         r = self._runner
         content = r.artifacts.put(data)
-        spec = r.spec
-        manifest = new_manifest(
-            content,
-            media_type=media_type,
-            schema_uri=schema_uri,
-            producer_agent_id=r.agent.agent_id,
-            agent_card_version=r.agent.card_info.card_version,
-            capabilities=[spec.ref],
-            mission_id=r.mission_id,
-            group_id=r.group_id,
-            work_item_id=r.work_item_id,
-            created_at=r.now(),
-            source_hashes=source_hashes,
-        )
-        signed = sign_manifest(manifest, r.agent.identity.key_id, r.agent.identity.key)
         r.commands.append(
-            OwnerCommand(
-                "artifact.publish",
-                r.work_item_id,
-                {
-                    "ownershipEpoch": r.ownership_epoch,
-                    "leaseId": self._lease_id,
-                    "manifest": signed,
-                },
+            publish_command(
+                r.agent,
+                r.spec,
+                content,
+                media_type=media_type,
+                schema_uri=schema_uri,
+                source_hashes=source_hashes,
+                mission_id=r.mission_id,
+                group_id=r.group_id,
+                work_item_id=r.work_item_id,
+                ownership_epoch=r.ownership_epoch,
+                lease_id=self._lease_id,
+                created_at=r.now(),
             )
         )
         return content.content_hash
