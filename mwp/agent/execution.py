@@ -13,6 +13,10 @@ as Updates), so its rules are the same wherever it runs.
   checkpoints ride on renewals. A renewal refused with ``WORK_LEASE_EXPIRED`` or
   ``WORK_STALE_OWNERSHIP`` means this runtime is fenced: from then on ``ctx.tool`` refuses new
   side effects (spec 11.5) and the outcome is ``fenced``.
+* **Budgets.** Each run stops with ``work.fail`` when it exceeds the contract's
+  ``toolCallLimit`` (``TOOL_BUDGET_EXHAUSTED``; every ``ctx.tool`` call of the run counts) or
+  ``wallClockSecondsLimit`` (``WALL_CLOCK_BUDGET_EXHAUSTED``; retries included). Both count per
+  run: a resumed run starts counting again.
 * **Checkpoints** are JSON states stored content-addressed in the object store
   (``checkpoints/<sha256 hex>``) and named in the Group by their ``sha256:`` reference, so any
   later owner, on any machine sharing the store, resumes from the latest one.
@@ -183,6 +187,7 @@ class LeasedExecution:
         self.spec: CapabilitySpec | None = None
         self.resume_state: Any = None
         self.preempt = False
+        self.tool_calls = 0
         self._renewal_lock = asyncio.Lock()
 
     # --- the run ---------------------------------------------------------------------------
@@ -232,11 +237,21 @@ class LeasedExecution:
     async def _run_capability(self, spec: CapabilitySpec) -> ExecutionOutcome:
         context: CapabilityContext = _LeasedContext(self)
         policy = self.contract.get("retryPolicy") or {}
+        wall_clock = self.contract.get("budget", {}).get("wallClockSecondsLimit")
+        deadline = None if wall_clock is None else asyncio.get_running_loop().time() + wall_clock
         attempt = 1
         while True:
             try:
-                submission = await spec.fn(context)
+                async with asyncio.timeout_at(deadline):
+                    submission = await spec.fn(context)
                 break
+            except TimeoutError as exc:  # the contract's wall-clock budget ran out
+                failure = CapabilityFailure(
+                    f"the run exceeded wallClockSecondsLimit {wall_clock}",
+                    code="WALL_CLOCK_BUDGET_EXHAUSTED",
+                )
+                failure.__cause__ = exc
+                return await self._fail(failure.code, failure, attempt)
             except Preempted:
                 return self._outcome("preempted")
             except Blocked as blocked:
@@ -374,6 +389,16 @@ class LeasedExecution:
                     self.fenced = error
                 raise
 
+    def charge_tool_call(self) -> None:
+        """Count a tool call against the contract's ``toolCallLimit`` (per run)."""
+        self.tool_calls += 1
+        limit = self.contract.get("budget", {}).get("toolCallLimit")
+        if limit is not None and self.tool_calls > limit:
+            raise CapabilityFailure(
+                f"tool call {self.tool_calls} exceeds toolCallLimit {limit}",
+                code="TOOL_BUDGET_EXHAUSTED",
+            )
+
     def require_lease(self) -> str:
         if self.fenced is not None:
             raise LeaseLost(f"the Execution Lease is lost: {self.fenced.code.value}")
@@ -427,6 +452,7 @@ class _LeasedContext:
     ) -> Any:
         r = self._run
         r.require_lease()  # no new side effect without a valid lease (spec 11.5)
+        r.charge_tool_call()
         fn = resolve_tool(r.agent, fn)
         key = tool_key(r.order.mission_id, r.order.work_item_id, r.order.ownership_epoch, op_id)
         return await r.ledger.run_once(

@@ -629,3 +629,38 @@ async def test_a_paused_agent_resuming_after_its_lease_ran_out_keeps_its_late_re
     assert record["refusal"]["code"] == "WORK_STALE_OWNERSHIP"
     assert record["command"]["kind"] == "work.submit"
     assert record["ownershipEpoch"] == 1
+
+
+async def _authorize_with_budget(rig: MissionRig, goal: str, **budget: int) -> WorkItemRef:
+    contract = work_contract(goal, deadline=in_seconds(86400))
+    contract["budget"] = {"currency": "USD", "financialLimit": 10, **budget}
+    item = WorkItemRef(new_id(), contract)
+    await rig.coordinate("work.authorize", {"contract": contract}, work_item_id=item.work_item_id)
+    return item
+
+
+async def test_a_run_over_its_tool_or_wall_clock_budget_fails_with_evidence(
+    mwp_client: MwpClient, effects: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    async with agent_runtime(rig, steps=3) as runtime:
+        # prepare + 3 steps = 4 tool calls against a limit of 2: the third call is refused.
+        tools = await _authorize_with_budget(rig, "Too many tools", toolCallLimit=2)
+        enough = await _authorize_with_budget(rig, "Enough tools", toolCallLimit=4)
+        await rig.offer(tools, runtime.identity)
+        await rig.offer(enough, runtime.identity)
+        await wait_for_state(rig, tools, "failed")
+        await wait_for_state(rig, enough, "submitted")
+    failure = (await rig.mission.work_item(tools.work_item_id))["failure"]
+    assert failure["failureCode"] == "TOOL_BUDGET_EXHAUSTED"
+    assert tool_agent.call_count(effects, f"{tools.work_item_id}#1") == 0  # never called
+    assert tool_agent.call_count(effects, f"{tools.work_item_id}#0") == 1
+
+    (effects / "hold").touch()  # the run waits after its first step: past a 2 s budget
+    async with agent_runtime(rig, steps=3) as runtime:
+        slow = await _authorize_with_budget(rig, "Too slow", wallClockSecondsLimit=2)
+        await rig.offer(slow, runtime.identity)
+        await wait_for_state(rig, slow, "failed")
+    (effects / "hold").unlink()
+    failure = (await rig.mission.work_item(slow.work_item_id))["failure"]
+    assert failure["failureCode"] == "WALL_CLOCK_BUDGET_EXHAUSTED"
