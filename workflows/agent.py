@@ -230,6 +230,7 @@ class AgentWorkflow:
             self._runs[self._run_number] = asyncio.create_task(self._run(self._run_number, order))
 
     async def _run(self, key: int, order: ExecutionOrder) -> None:
+        started = workflow.now()
         try:
             outcome = await workflow.execute_activity(
                 RUN_CAPABILITY,
@@ -242,6 +243,8 @@ class AgentWorkflow:
             )
             record: Json = {"status": outcome.status, "leaseId": outcome.lease_id}
             record.update(outcome.detail)
+            if outcome.status == "submitted":
+                self._scheduler.observe_run((workflow.now() - started).total_seconds())
         except Exception as exc:  # the run's worker kept dying: the lease will lapse
             record = {"status": "crashed", "error": str(exc)[:500]}
         finally:

@@ -43,6 +43,30 @@ def slim(event: Mapping[str, Any]) -> Json:
     }
 
 
+# Kinds the Scheduler reads only for this Agent's own items: another agent's are skipped.
+_OWNER_KINDS = frozenset(
+    {
+        "work.started",
+        "work.blocked",
+        "work.submitted",
+        "ext.missionweaveprotocol.core.schedule_disclosed",
+    }
+)
+
+
+def concerns(event: Mapping[str, Any], agent_id: str) -> bool:
+    """Whether the Scheduler of ``agent_id`` needs ``event`` (a kind it reads, and not a
+    renewal without a checkpoint or another owner's transition of its own item)."""
+    kind = event["kind"]
+    if kind not in SCHEDULED_KINDS:
+        return False
+    if kind == "work.progressed":
+        return "checkpointRef" in event.get("payload", {})  # a checkpoint anyone may resume
+    if kind in _OWNER_KINDS:
+        return bool(event.get("actor", {}).get("id") == agent_id)
+    return True
+
+
 def _founded_mission(event: Mapping[str, Any]) -> str | None:
     """The Mission ID a Group's founding Event names (Events themselves carry only the Group)."""
     mission = event.get("payload", {}).get("mission")
@@ -68,11 +92,13 @@ class GroupInboxes:
         deliver: Callable[[Json], Awaitable[None]],
         *,
         authority: Principal,
+        agent_id: str,
         poll_interval: float = 0.5,
         batch_size: int = DEFAULT_BATCH,
         concurrency: int = 8,
     ) -> None:
         self.store = store
+        self.agent_id = agent_id
         self._authority = authority.to_json()
         self._groups: dict[str, bool] = {}  # Group -> accepted by our Authority
         self._missions: dict[str, str] = {}  # Group -> the Mission its founding Event names
@@ -171,7 +197,7 @@ class GroupInboxes:
                     self._missions[group_id] = founded
             cursor = delivered.cursor
             count += 1
-            if event["kind"] in SCHEDULED_KINDS:
+            if concerns(event, self.agent_id):
                 batch.append(slim(event))
             if len(batch) >= self.batch_size:
                 await self._send(group_id, batch, cursor)

@@ -186,7 +186,9 @@ def scheduler_inboxes(
         await handle.signal("deliver", batch)
 
     authority = group_authority(registry.organization_id)
-    return GroupInboxes(store, registry.evidence, cursors, deliver, authority=authority)
+    return GroupInboxes(
+        store, registry.evidence, cursors, deliver, authority=authority, agent_id=agent.agent_id
+    )
 
 
 @dataclass(frozen=True)

@@ -120,10 +120,19 @@ def recorded(
     )
 
 
+# An item's estimate is published again at most once a minute: work that takes seconds would
+# otherwise announce every shift of a queue that drains faster than anyone reads it.
+MIN_REPUBLISH_SECONDS = 60
+
+
 def material(previous: ScheduleDisclosure | None, current: ScheduleDisclosure, now: int) -> bool:
-    """Worth publishing again: first time, a new status, or a start moved by over 10% of the
-    remaining wait (at least five minutes)."""
-    if previous is None or previous.capacity_status is not current.capacity_status:
+    """Worth publishing again: first time; or, a minute or more after the last publication, a
+    new status or a start moved by over 10% of the remaining wait (at least five minutes)."""
+    if previous is None:
+        return True
+    if now - seconds(previous.computed_at) < MIN_REPUBLISH_SECONDS:
+        return False
+    if previous.capacity_status is not current.capacity_status:
         return True
     before, after = seconds(previous.latest_start), seconds(current.latest_start)
     return abs(after - before) > max(300, (after - now) // 10)

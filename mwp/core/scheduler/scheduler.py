@@ -60,6 +60,9 @@ class Scheduler:
         self._fair = StrideFairness()
         self._published: dict[tuple[str, str], ScheduleDisclosure] = {}
         self.served: dict[str, int] = {}  # dispatches per Group, for observability and tests
+        # The Agent's mean run time over all Groups (an aggregate): the declared value until
+        # runs are observed, then a moving average of them.
+        self.mean_duration = profile.mean_duration
 
     # --- Groups ---------------------------------------------------------------------------
 
@@ -197,6 +200,11 @@ class Scheduler:
         self._fair.wake(group_id)
         return True
 
+    def observe_run(self, seconds: float) -> None:
+        """A run took ``seconds``: estimates follow the Agent's real pace (a moving average
+        weighting each new run by a fifth), not only its declared mean."""
+        self.mean_duration = max(1, round(0.8 * self.mean_duration + 0.2 * max(0.0, seconds)))
+
     def finish(self, group_id: str, work_item_id: str) -> bool:
         """Free the slot of a run the Authority has answered (its submission, checkpoint,
         block or failure was accepted, or it was fenced) before that Event comes back through
@@ -282,7 +290,7 @@ class Scheduler:
             runnable_weight=runnable_weight,
             queued_total=self.queued_total(),
             queue_bound=self.profile.queue_bound,
-            mean_duration=self.profile.mean_duration,
+            mean_duration=self.mean_duration,
         )
         return estimate(
             group_id=group_id,

@@ -46,3 +46,16 @@ def test_a_recorded_estimate_that_has_moved_materially_is_published_again() -> N
     # Hours later nothing has started: every committed start has moved by far over 5 minutes.
     moved = rebuilt.sched.material_changes("g1", at(6 * 3600))
     assert {d.work_item_id for d in moved} == {"a", "b"}
+
+
+def test_an_estimate_is_published_again_at_most_once_a_minute() -> None:
+    world = World(Scheduler(profile(slots=1)))
+    world.group("g1")
+    world.queue_item("g1", "a")
+    world.queue_item("g1", "b", when=1)
+    assert len(world.sched.material_changes("g1", at(1))) == 2
+    world.sched.observe_run(1)  # the estimates collapse from ten minutes to seconds ...
+    world.sched.observe_run(1)
+    world.sched.observe_run(1)
+    assert world.sched.material_changes("g1", at(30)) == []  # ... but not within a minute
+    assert {d.work_item_id for d in world.sched.material_changes("g1", at(7200))} == {"a", "b"}

@@ -95,3 +95,18 @@ def test_disclosure_never_reveals_other_groups(
     # identifying of theirs can be in it, only aggregate load.
     renamed = [(f"zz{data.draw(names)}{i}", w, c, "x" + s) for i, (_, w, c, s) in enumerate(others)]
     assert _disclose_for_mine(renamed) == disclosure
+
+
+def test_estimates_follow_the_observed_pace_of_runs() -> None:
+    world = World(Scheduler(profile(slots=1)))
+    world.group("g1")
+    world.queue_item("g1", "a")
+    world.queue_item("g1", "b", when=1)
+    declared = world.sched.disclose("g1", "b", at(1))
+    for _ in range(30):  # runs take 2 s, not the declared 600 s
+        world.sched.observe_run(2.0)
+    observed = world.sched.disclose("g1", "b", at(1))
+    assert world.sched.mean_duration < 10
+    assert observed.latest_start < declared.latest_start
+    world.sched.observe_run(-5)  # a clock step backwards counts as an instant run
+    assert world.sched.mean_duration >= 1
