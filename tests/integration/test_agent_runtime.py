@@ -30,6 +30,7 @@ from mwp.agent.worker import (
     scheduler_inboxes,
     start_scheduler,
 )
+from mwp.cli import main
 from mwp.client import Identity, KeyStore, MwpClient, new_id
 from mwp.core.errors import ErrorCode
 from mwp.core.group import OWNERSHIP_EXPIRED_KIND
@@ -664,3 +665,40 @@ async def test_a_run_over_its_tool_or_wall_clock_budget_fails_with_evidence(
     (effects / "hold").unlink()
     failure = (await rig.mission.work_item(slow.work_item_id))["failure"]
     assert failure["failureCode"] == "WALL_CLOCK_BUDGET_EXHAUSTED"
+
+
+async def test_the_scheduler_is_inspected_and_steered_from_the_command_line(
+    mwp_client: MwpClient,
+    temporal_stack: BackgroundStack,
+    effects: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rig = await new_mission(mwp_client)
+    (effects / "hold").touch()
+
+    async def cli(*argv: str) -> tuple[int, str, str]:
+        code = await asyncio.to_thread(main, [*argv, "--address", temporal_stack.address])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    async with agent_runtime(rig) as runtime:
+        agent_id = runtime.agent.agent_id
+        group = rig.mission.group_id
+        item = await rig.authorize("Steered by hand")
+        await rig.offer(item, runtime.identity)
+        await wait_for_state(rig, item, "active")
+        code, out, _ = await cli("agent", "status", agent_id)
+        assert code == 0 and "1 of 1 running" in out and agent_id in out
+        code, out, _ = await cli("agent", "preempt", agent_id, group, item.work_item_id)
+        assert code == 0 and "next checkpoint" in out
+        (effects / "hold").unlink()
+        await wait_for_state(rig, item, "submitted")
+        code, out, _ = await cli("agent", "status", agent_id, "--json")
+        outcomes = [o["status"] for o in json.loads(out)["outcomes"]]
+        assert code == 0 and outcomes == ["preempted", "submitted"]
+        code, out, _ = await cli("agent", "weight", agent_id, group, "4", "--quota", "1")
+        assert code == 0 and "weight 4, at most 1 slots" in out
+        code, _, err = await cli("agent", "weight", agent_id, group, "0")
+        assert code == 2 and "WEIGHT" in err
+    code, _, err = await cli("agent", "status", "urn:mwp:agent:nobody-runs-this")
+    assert code == 1 and "no Scheduler" in err
