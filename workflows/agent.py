@@ -98,6 +98,7 @@ class AgentWorkflow:
         # run of the same item).
         self._runs: dict[int, asyncio.Task[None]] = {}
         self._run_number = 0
+        self._details = ""
         self._in_flight = 0  # owner Commands being sent (acceptances, schedule disclosures)
         self.disclosures = 0
         self._touched: set[str] = set()  # Groups whose queues moved since the last round
@@ -116,11 +117,24 @@ class AgentWorkflow:
             self._admit()
             self._dispatch()
             self._disclose()
+            self._show()
             if workflow.info().is_continue_as_new_suggested() and not self._busy():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self._busy():
                     self._input.session_epoch = self._session_epoch
                     workflow.continue_as_new(self._input)
+
+    def _show(self) -> None:
+        """What the Temporal UI shows at a glance: slots, queues, Groups."""
+        s = self._scheduler
+        details = (
+            f"**{s.running_total()} of {self._input.slots} slots running** · "
+            f"{s.queued_total()} queued · {len(self._missions)} Groups · "
+            f"Session {self._session_epoch}"
+        )
+        if details != self._details:
+            self._details = details
+            workflow.set_current_details(details)
 
     def _busy(self) -> bool:
         return bool(self._runs) or self._in_flight > 0 or bool(self._admissions)

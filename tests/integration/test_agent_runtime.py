@@ -47,6 +47,7 @@ from mwp.stores.objects import open_store
 from tests.integration import runtime_agent, tool_agent
 from tests.integration.conftest import stack_log_location
 from tests.integration.missions_helper import MissionRig, WorkItemRef, eventually, new_mission
+from tests.integration.test_mission_workflow import current_details
 
 
 @pytest.fixture
@@ -689,6 +690,9 @@ async def test_the_scheduler_is_inspected_and_steered_from_the_command_line(
         await wait_for_state(rig, item, "active")
         code, out, _ = await cli("agent", "status", agent_id)
         assert code == 0 and "1 of 1 running" in out and agent_id in out
+        # The Temporal UI shows the same at a glance (the workflow's current details).
+        details = await current_details(mwp_client, agent_workflow_id(agent_id))
+        assert details.startswith("**1 of 1 slots running**") and "1 Groups" in details
         code, out, _ = await cli("agent", "preempt", agent_id, group, item.work_item_id)
         assert code == 0 and "next checkpoint" in out
         (effects / "hold").unlink()
