@@ -27,7 +27,15 @@ class MissionInput:
     outbox: dict[str, Any] | None = None
     # Where the mirror activity runs (None: the authority task queue).
     mirror_task_queue: str | None = None
+    # Past this many bytes of packed continue-as-new snapshot the Group takes no new WorkItems.
+    snapshot_capacity: int = 0  # 0: SNAPSHOT_CAPACITY
 
+
+# A Group's state travels as one continue-as-new input, and Temporal refuses payloads over
+# 2 MiB. Each settled WorkItem adds about 0.8 KB to the packed snapshot (measured by `make
+# bench-group`), so past this size (about 1,900 WorkItems) the Group refuses new WorkItems with
+# a typed error, well before the limit: its work continues in a follow-up Mission.
+SNAPSHOT_CAPACITY = 1_500_000
 
 # The mirror activity (activities/mirror.py): its name and input, shared with the workflow.
 MIRROR_EVENTS = "mirror_events"

@@ -212,8 +212,11 @@ class MissionClient:
         authority: Principal | None = None,
         updates_per_run: int | None = None,
         mirror_task_queue: str | None = None,
+        snapshot_capacity: int | None = None,
     ) -> None:
         self.client = client
+        # Packed snapshot bytes past which the Group takes no new WorkItems (tests lower it).
+        self.snapshot_capacity = snapshot_capacity
         self.organization_id = organization_id
         self.authority = authority or group_authority(organization_id)
         self.updates_per_run = updates_per_run
@@ -270,6 +273,8 @@ class MissionClient:
         if self.updates_per_run is not None:
             start_input.updates_per_run = self.updates_per_run
         start_input.mirror_task_queue = self.mirror_task_queue
+        if self.snapshot_capacity is not None:
+            start_input.snapshot_capacity = self.snapshot_capacity
         temporal = self.client.temporal
 
         async def send() -> dict[str, Any]:

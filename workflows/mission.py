@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         MIRROR_BATCH_LIMIT,
         MIRROR_EVENTS,
         MIRROR_OUTBOX_LIMIT,
+        SNAPSHOT_CAPACITY,
         MirrorBatch,
         MissionInput,
         TimerReport,
@@ -106,6 +107,8 @@ class MissionWorkflow:
             else GroupAuthority()
         )
         self._principal = Principal(input.authority["type"], input.authority["id"])
+        # The size this run's state had when it was carried over (0 on a Group's first run).
+        self._snapshot_bytes = len((input.snapshot or {}).get("data", ""))
         self._registry = RegistrySubscription(input.organization_id)
         if input.registry_notice is not None:
             self._registry.offer(input.registry_notice)
@@ -244,6 +247,7 @@ class MissionWorkflow:
             run_number=self._input.run_number + 1,
             outbox=pack_snapshot({"events": self._outbox}) if self._outbox else None,
             mirror_task_queue=self._input.mirror_task_queue,
+            snapshot_capacity=self._input.snapshot_capacity,
         )
 
     # --- Commands --------------------------------------------------------------------------
@@ -331,10 +335,11 @@ class MissionWorkflow:
         # them cost O(agents + approved Missions) on every Command.
         now = format_utc(workflow.now())
         notice = self._registry.notice
+        full = self._snapshot_bytes >= (self._input.snapshot_capacity or SNAPSHOT_CAPACITY)
         if notice is None:
-            return AuthorityContext(now, self._principal)
+            return AuthorityContext(now, self._principal, at_capacity=full)
         return AuthorityContext(
-            now, self._principal, notice.session_epochs, notice.approved_missions
+            now, self._principal, notice.session_epochs, notice.approved_missions, full
         )
 
     def _after_accept(self, outcome: Outcome) -> None:

@@ -445,6 +445,7 @@ async def new_mission(
     workers: int = 2,
     spares: int = 0,
     mirror_task_queue: str | None = None,
+    snapshot_capacity: int | None = None,
 ) -> MissionRig:
     """A fresh Crew (unless given) and a Mission its owner created (update-with-start)."""
     crew = crew or await new_crew(client, workers=workers, spares=spares)
@@ -453,6 +454,7 @@ async def new_mission(
         crew.organization.organization_id,
         updates_per_run=updates_per_run,
         mirror_task_queue=mirror_task_queue,
+        snapshot_capacity=snapshot_capacity,
     )
     command = create_command(crew)
     created = await missions.create_signed(command)

@@ -44,6 +44,9 @@ class AuthorityContext:
     # Approved Missions a ``mission.create_follow_up`` may link to: Mission ID -> the ID of its
     # MissionOwner, as the Organization knows them. Only that kind reads it.
     approved_missions: dict[str, str] = field(default_factory=dict)
+    # The shell can carry no more of this Group's state (its continue-as-new snapshot nears
+    # the workflow payload limit): Commands that add WorkItems are refused.
+    at_capacity: bool = False
 
 
 @dataclass(frozen=True)

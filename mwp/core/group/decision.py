@@ -24,6 +24,7 @@ from mwp.core.group.drafts import Drafts
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.kinds import RULES
 from mwp.core.group.membership import check_membership
+from mwp.core.group.policy import GROWING_COMMAND_KINDS
 from mwp.core.group.receipts import ReceiptEntry
 from mwp.core.group.rejection import reject, revision_conflict
 from mwp.core.group.state import GroupState
@@ -97,6 +98,13 @@ def _decide(state: GroupState, cmd: Incoming, ctx: AuthorityContext) -> Accepted
                 revision_conflict(cmd.expected_revision, target[1], target[0])
         # 7. Role and policy.
         rule.authorize(state, cmd)
+        if ctx.at_capacity and cmd.kind in GROWING_COMMAND_KINDS:
+            reject(
+                ErrorCode.INVALID_COMMAND,
+                "this Group carries as many WorkItems as it can; continue in a follow-up Mission",
+                reason="group_capacity",
+                workItems=len(state.work_items),
+            )
     # 8. The kind's own rule.
     drafts = Drafts(state.sequence + 1)
     rule.decide(state, cmd, ctx, drafts)

@@ -46,3 +46,7 @@ DEFAULT_SCOPES: Final[dict[str, tuple[str, ...]]] = {
     "observer": ("mission.observe",),
     "work_delegate": ("work.delegate",),
 }
+
+# Command kinds that add WorkItems (or proposals that become them) to a Group: refused once
+# the shell says the Group is at capacity (``AuthorityContext.at_capacity``).
+GROWING_COMMAND_KINDS: Final = frozenset({"work.propose", "work.authorize", "mission.create_child"})

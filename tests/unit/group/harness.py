@@ -200,6 +200,7 @@ class Harness:
         self.group_id = group_id
         self.now = T0
         self.sessions: dict[str, int] = {p.id: 1 for p in (COORD, COORD2, W1, W2, W3, DELEGATE)}
+        self.at_capacity = False  # the shell's "no room for more WorkItems"
         self.approved_missions: dict[str, str] = {}
         self._ids = itertools.count(1)
         self.events: list[dict[str, Any]] = []
@@ -216,6 +217,7 @@ class Harness:
             authority=AUTHORITY,
             session_epochs=dict(self.sessions),
             approved_missions=dict(self.approved_missions),
+            at_capacity=self.at_capacity,
         )
 
     # --- Commands ----------------------------------------------------------------------------
