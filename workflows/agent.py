@@ -17,8 +17,9 @@ what it runs) flags the slot; the run sees the flag at its next checkpoint, reco
 checkpoint (which releases the lease) and stops; the item re-enters its Group queue and later
 resumes from that checkpoint.
 
-State is a projection: continue-as-new starts from empty queues and the inboxes replay the
-Group logs from the start (the Cursors reset), which rebuilds the same queues.
+State is a projection: to continue as new it first drains (no new run or Command starts; those
+in flight finish), then the new run starts from empty queues and the inboxes replay the Group
+logs from the start (the Cursors reset), which rebuilds the same queues.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ class AgentInput:
     mean_duration_seconds: int = 600
     weights: dict[str, int] = field(default_factory=dict)  # Group -> organization weight
     quotas: dict[str, int] = field(default_factory=dict)
+    # Continue as new after this many rounds of the loop as well as when Temporal suggests it
+    # (0: only then); tests set a small number to see a rollover.
+    rounds_per_run: int = 0
 
 
 @workflow.defn(name="AgentWorkflow")
@@ -104,6 +108,7 @@ class AgentWorkflow:
         self._touched: set[str] = set()  # Groups whose queues moved since the last round
         self._tasks: set[asyncio.Task[None]] = set()  # acceptances and disclosures in flight
         self._dirty = False
+        self._draining = False  # rolling over: nothing new starts
         self._decisions: list[Json] = []  # admissions, newest last (bounded)
         self._outcomes: list[Json] = []  # run outcomes, newest last (bounded)
 
@@ -111,17 +116,28 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, input: AgentInput) -> None:
+        rounds = 0
         while True:
             await workflow.wait_condition(lambda: self._dirty)
             self._dirty = False
-            self._admit()
-            self._dispatch()
-            self._disclose()
+            rounds += 1
+            if not self._draining and (
+                workflow.info().is_continue_as_new_suggested() or 0 < input.rounds_per_run <= rounds
+            ):
+                # Roll over once the runs and Commands in flight are done: no new ones start
+                # meanwhile. Offers seen while draining are decided after the rollover, when
+                # the inboxes replay the logs into the new run.
+                self._draining = True
+            if not self._draining:
+                self._admit()
+                self._dispatch()
+                self._disclose()
             self._show()
-            if workflow.info().is_continue_as_new_suggested() and not self._busy():
+            if self._draining and not self._in_flight_work():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                if not self._busy():
+                if not self._in_flight_work():
                     self._input.session_epoch = self._session_epoch
+                    self._input.mean_duration_seconds = self._scheduler.mean_duration
                     workflow.continue_as_new(self._input)
 
     def _show(self) -> None:
@@ -136,8 +152,8 @@ class AgentWorkflow:
             self._details = details
             workflow.set_current_details(details)
 
-    def _busy(self) -> bool:
-        return bool(self._runs) or self._in_flight > 0 or bool(self._admissions)
+    def _in_flight_work(self) -> bool:
+        return bool(self._runs) or self._in_flight > 0
 
     def _now(self) -> str:
         return format_utc(workflow.now())
@@ -367,6 +383,7 @@ class AgentWorkflow:
             "queued": s.queued_total(),
             "served": dict(s.served),
             "groups": len(self._missions),
+            "draining": self._draining,
             "scheduleDisclosures": self.disclosures,
             "decisions": self._decisions,
             "outcomes": self._outcomes,

@@ -706,3 +706,26 @@ async def test_the_scheduler_is_inspected_and_steered_from_the_command_line(
         assert code == 2 and "WEIGHT" in err
     code, _, err = await cli("agent", "status", "urn:mwp:agent:nobody-runs-this")
     assert code == 1 and "no Scheduler" in err
+
+
+async def test_the_scheduler_rolls_over_between_runs_and_loses_no_work(
+    mwp_client: MwpClient, effects: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    async with agent_runtime(rig, steps=1, rounds_per_run=6) as runtime:
+        items = [await rig.authorize(f"Item {n}") for n in range(4)]
+        for item in items:
+            await rig.offer(item, runtime.identity)
+        for item in items:
+            await wait_for_state(rig, item, "submitted")
+        handle = mwp_client.temporal.get_workflow_handle(agent_workflow_id(runtime.agent.agent_id))
+        described = await handle.describe()
+        first_run = described.raw_description.workflow_execution_info.first_run_id
+        assert described.run_id != first_run  # it continued as new at least once
+        status = await scheduler_status(mwp_client, runtime.agent)
+    assert status["running"] == 0 and status["queued"] == 0
+    # Each item ran once: a rollover neither lost nor repeated a run.
+    kinds = [e["kind"] for e in await rig.mission.events_this_run()]
+    assert kinds.count("work.started") == 4 and kinds.count("work.submitted") == 4
+    for item in items:
+        assert tool_agent.call_count(effects, f"{item.work_item_id}#0") == 1
