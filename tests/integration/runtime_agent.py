@@ -103,8 +103,9 @@ def build(
                 {"next": step + 1},
             )
             await _held()
+        inputs = [await ctx.read_artifact(h) for h in ctx.input_artifacts]  # hash-checked
         content = await ctx.publish(
-            f"done: {ctx.contract['goal']}".encode(),
+            b" | ".join([f"done: {ctx.contract['goal']}".encode(), *inputs]),
             media_type="text/plain",
             schema_uri="urn:mwp:schema:text",
         )

@@ -42,7 +42,7 @@ from mwp.dev_stack import BackgroundStack
 from mwp.missions import in_seconds
 from mwp.scenario import evidence_for, work_contract
 from mwp.state_dir import ORGANIZATION_FILE
-from mwp.stores.artifacts import ArtifactStore
+from mwp.stores.artifacts import ArtifactStore, content_key
 from mwp.stores.objects import open_store
 from tests.integration import runtime_agent, tool_agent
 from tests.integration.conftest import stack_log_location
@@ -729,3 +729,37 @@ async def test_the_scheduler_rolls_over_between_runs_and_loses_no_work(
     assert kinds.count("work.started") == 4 and kinds.count("work.submitted") == 4
     for item in items:
         assert tool_agent.call_count(effects, f"{item.work_item_id}#0") == 1
+
+
+async def test_a_capability_reads_its_input_artifacts_hash_checked(
+    mwp_client: MwpClient, effects: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    store = open_store(stack_log_location())
+    artifacts = ArtifactStore(store)
+    good = artifacts.put(f"input data {new_id()}".encode())
+    bad = artifacts.put(f"input to be altered {new_id()}".encode())
+    path = Path(store.uri(content_key(bad.content_hash)).removeprefix("file://"))
+    path.chmod(0o644)
+    path.write_bytes(b"altered after it was stored")  # the store no longer matches the hash
+
+    def with_input(goal: str, content_hash: str) -> dict[str, Any]:
+        contract = work_contract(goal, deadline=in_seconds(86400))
+        contract["inputArtifacts"] = [content_hash]
+        return contract
+
+    async with agent_runtime(rig, steps=0) as runtime:
+        items = []
+        for goal, content in (("Use the input", good), ("Use the altered input", bad)):
+            item = WorkItemRef(new_id(), with_input(goal, content.content_hash))
+            payload = {"contract": item.contract}
+            await rig.coordinate("work.authorize", payload, work_item_id=item.work_item_id)
+            await rig.offer(item, runtime.identity)
+            items.append(item)
+        await wait_for_state(rig, items[0], "submitted")
+        await wait_for_state(rig, items[1], "failed")
+    [result] = (await rig.mission.work_item(items[0].work_item_id))["submission"]["artifactHashes"]
+    assert artifacts.get(result).endswith(b" | " + artifacts.get(good.content_hash))
+    failure = (await rig.mission.work_item(items[1].work_item_id))["failure"]
+    assert failure["failureCode"] == "CAPABILITY_ERROR"
+    assert "failed its integrity check" in failure["reason"]
