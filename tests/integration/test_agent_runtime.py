@@ -448,9 +448,10 @@ async def test_a_blocked_run_frees_its_slot_and_unblocked_work_runs_again(
     assert (await rig.mission.work_item(blocked.work_item_id))["ownershipEpoch"] == 1
 
 
-async def _authorize(rig: MissionRig, goal: str, urgency: str) -> WorkItemRef:
-    contract = work_contract(goal, deadline=in_seconds(86400))
-    contract["requestedUrgency"] = urgency
+async def authorize(rig: MissionRig, goal: str, **members: Any) -> WorkItemRef:
+    """A WorkItem for ``goal`` authorized by the Coordinator; ``members`` replace members of
+    the standard Work Contract (urgency, budget, input Artifacts ...)."""
+    contract = work_contract(goal, deadline=in_seconds(86400)) | members
     item = WorkItemRef(new_id(), contract)
     await rig.coordinate("work.authorize", {"contract": contract}, work_item_id=item.work_item_id)
     return item
@@ -480,7 +481,7 @@ async def test_groups_weighted_1_2_4_and_a_flooding_group_get_their_weighted_sha
         for rig, count in backlog:
             urgency = "critical" if rig is flood else "routine"
             for n in range(count):
-                item = await _authorize(rig, f"Item {n}", urgency)
+                item = await authorize(rig, f"Item {n}", requestedUrgency=urgency)
                 await rig.offer(item, runtime.identity)
                 items[item.work_item_id] = rig
 
@@ -633,12 +634,8 @@ async def test_a_paused_agent_resuming_after_its_lease_ran_out_keeps_its_late_re
     assert record["ownershipEpoch"] == 1
 
 
-async def _authorize_with_budget(rig: MissionRig, goal: str, **budget: int) -> WorkItemRef:
-    contract = work_contract(goal, deadline=in_seconds(86400))
-    contract["budget"] = {"currency": "USD", "financialLimit": 10, **budget}
-    item = WorkItemRef(new_id(), contract)
-    await rig.coordinate("work.authorize", {"contract": contract}, work_item_id=item.work_item_id)
-    return item
+def budget(**limits: int) -> dict[str, Any]:
+    return {"budget": {"currency": "USD", "financialLimit": 10, **limits}}
 
 
 async def test_a_run_over_its_tool_or_wall_clock_budget_fails_with_evidence(
@@ -647,8 +644,8 @@ async def test_a_run_over_its_tool_or_wall_clock_budget_fails_with_evidence(
     rig = await new_mission(mwp_client)
     async with agent_runtime(rig, steps=3) as runtime:
         # prepare + 3 steps = 4 tool calls against a limit of 2: the third call is refused.
-        tools = await _authorize_with_budget(rig, "Too many tools", toolCallLimit=2)
-        enough = await _authorize_with_budget(rig, "Enough tools", toolCallLimit=4)
+        tools = await authorize(rig, "Too many tools", **budget(toolCallLimit=2))
+        enough = await authorize(rig, "Enough tools", **budget(toolCallLimit=4))
         await rig.offer(tools, runtime.identity)
         await rig.offer(enough, runtime.identity)
         await wait_for_state(rig, tools, "failed")
@@ -660,7 +657,7 @@ async def test_a_run_over_its_tool_or_wall_clock_budget_fails_with_evidence(
 
     (effects / "hold").touch()  # the run waits after its first step: past a 2 s budget
     async with agent_runtime(rig, steps=3) as runtime:
-        slow = await _authorize_with_budget(rig, "Too slow", wallClockSecondsLimit=2)
+        slow = await authorize(rig, "Too slow", **budget(wallClockSecondsLimit=2))
         await rig.offer(slow, runtime.identity)
         await wait_for_state(rig, slow, "failed")
     (effects / "hold").unlink()
@@ -743,17 +740,10 @@ async def test_a_capability_reads_its_input_artifacts_hash_checked(
     path.chmod(0o644)
     path.write_bytes(b"altered after it was stored")  # the store no longer matches the hash
 
-    def with_input(goal: str, content_hash: str) -> dict[str, Any]:
-        contract = work_contract(goal, deadline=in_seconds(86400))
-        contract["inputArtifacts"] = [content_hash]
-        return contract
-
     async with agent_runtime(rig, steps=0) as runtime:
         items = []
         for goal, content in (("Use the input", good), ("Use the altered input", bad)):
-            item = WorkItemRef(new_id(), with_input(goal, content.content_hash))
-            payload = {"contract": item.contract}
-            await rig.coordinate("work.authorize", payload, work_item_id=item.work_item_id)
+            item = await authorize(rig, goal, inputArtifacts=[content.content_hash])
             await rig.offer(item, runtime.identity)
             items.append(item)
         await wait_for_state(rig, items[0], "submitted")
