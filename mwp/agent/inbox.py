@@ -22,6 +22,7 @@ from urllib.parse import unquote
 from mwp.core.cursor import Cursor
 from mwp.core.registry import Principal, RegistryEvidence
 from mwp.core.scheduler.group_queue import SCHEDULED_KINDS
+from mwp.core.scheduler.model import TERMS_MEMBERS
 from mwp.delivery import DeliveryError, subscribe
 from mwp.group_log import GroupEventLog
 from mwp.stores.objects import ObjectStore
@@ -34,13 +35,24 @@ DEFAULT_BATCH = 200
 
 
 def slim(event: Mapping[str, Any]) -> Json:
-    """The members of an Event the Scheduler reads."""
+    """The members of an Event the Scheduler reads (of a Work Contract, only its terms): what
+    the AgentWorkflow's history carries, and replays after a rollover, stays small."""
+    payload = dict(event.get("payload", {}))
+    if event["kind"] == "work.authorized":
+        item = payload["workItem"]
+        payload["workItem"] = {"contract": _terms(item["contract"])}
+    elif event["kind"] == "work.contract.revised":
+        payload["contract"] = _terms(payload["contract"])
     return {
         "kind": event["kind"],
         "sequence": event["sequence"],
         "workItemId": event.get("workItemId"),
-        "payload": event.get("payload", {}),
+        "payload": payload,
     }
+
+
+def _terms(contract: Mapping[str, Any]) -> Json:
+    return {k: v for k, v in contract.items() if k in TERMS_MEMBERS}
 
 
 # Kinds the Scheduler reads only for this Agent's own items: another agent's are skipped.

@@ -63,6 +63,21 @@ class Phase(StrEnum):
     SUBMITTED = "submitted"
 
 
+# The Work Contract members ``Terms.from_contract`` reads: an inbox may pass on only these.
+TERMS_MEMBERS = frozenset(
+    {
+        "contractVersion",
+        "requestedUrgency",
+        "deadline",
+        "requiredCapabilities",
+        "dependencyWorkItemIds",
+        "budget",
+        "sideEffectRisk",
+        "executionApproval",
+    }
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Terms:
     """The Work Contract members the Scheduler reads, parsed once."""

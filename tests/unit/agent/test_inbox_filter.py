@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from mwp.agent.inbox import concerns, slim
+from mwp.core.scheduler.model import TERMS_MEMBERS, Terms
+from mwp.scenario import work_contract
 
 ME, OTHER = "urn:example:agent:me", "urn:example:agent:other"
 
@@ -73,3 +75,13 @@ def test_a_slim_event_keeps_only_what_the_scheduler_reads() -> None:
         "workItemId": "urn:example:item:1",
         "payload": {"ownershipEpoch": 1},
     }
+
+
+def test_a_slim_authorization_keeps_exactly_the_contract_terms_the_scheduler_reads() -> None:
+    contract = work_contract("Write the report", deadline="2030-01-01T00:00:00Z")
+    event = _event("work.authorized", workItem={"workItemId": "x", "contract": contract})
+    slimmed = slim(event)["payload"]["workItem"]["contract"]
+    assert set(slimmed) == TERMS_MEMBERS and "goal" not in slimmed
+    assert Terms.from_contract(slimmed) == Terms.from_contract(contract)
+    revised = slim(_event("work.contract.revised", contract=contract))["payload"]["contract"]
+    assert revised == slimmed
