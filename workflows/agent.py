@@ -296,8 +296,12 @@ class AgentWorkflow:
 
     @workflow.signal
     def deliver(self, batch: Json) -> None:
-        """One Group's next verified Events (slimmed by the inbox) and the Cursor after them."""
+        """One Group's next verified Events (slimmed by the inbox) and the Cursor after them,
+        read after ``held``: a batch that does not continue this run's Cursor (read before a
+        rollover, or redelivered) is ignored, and the inbox feeds this run from its own."""
         group_id = batch["groupId"]
+        if batch.get("held") != self._cursors.get(group_id):
+            return
         if group_id not in self._missions:
             if not batch["missionId"]:
                 return  # the founding Event comes first; the inbox resends from the Cursor

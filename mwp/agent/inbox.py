@@ -165,12 +165,12 @@ class GroupInboxes:
             # holds another Cursor and is fed again from its own.
             after = read[1]
         try:
-            return await self._drain(group_id, after)
+            return await self._drain(group_id, after, stored)
         except DeliveryError:
             # A key the Registry evidence does not know yet: refresh it once.
             self._evidence = None
             try:
-                return await self._drain(group_id, after)
+                return await self._drain(group_id, after, stored)
             except DeliveryError:
                 log.warning("Group %s: its log does not verify; holding it", group_id)
                 return 0
@@ -186,7 +186,9 @@ class GroupInboxes:
             known = self._groups[group_id] = first.event.get("acceptedBy") == self._authority
         return known
 
-    async def _drain(self, group_id: str, after: Cursor) -> int:
+    async def _drain(self, group_id: str, after: Cursor, held: Json | None) -> int:
+        """Read after ``after``; ``held`` is the Cursor the Scheduler holds (its batches apply
+        only on top of it)."""
         if self._evidence is None:
             self._evidence = await self._evidence_source()
         subscription = subscribe(
@@ -212,23 +214,30 @@ class GroupInboxes:
             if concerns(event, self.agent_id):
                 batch.append(slim(event))
             if len(batch) >= self.batch_size:
-                await self._send(group_id, batch, cursor)
+                held = await self._send(group_id, batch, cursor, held)
                 batch = []
         if batch:
-            await self._send(group_id, batch, cursor)
+            await self._send(group_id, batch, cursor, held)
         elif cursor != after:
             # Nothing for the Scheduler: no signal, only the inbox's own reading position.
-            signalled = self._read[group_id][0] if group_id in self._read else None
-            self._read[group_id] = (signalled, cursor)
+            self._read[group_id] = (held, cursor)
         return count
 
-    async def _send(self, group_id: str, events: list[Json], cursor: Cursor) -> None:
+    async def _send(
+        self, group_id: str, events: list[Json], cursor: Cursor, held: Json | None
+    ) -> Json:
+        """Signal ``events``, to be applied only if the Scheduler still holds ``held`` (a
+        Scheduler that rolled over since the Cursors were read ignores the batch, and the next
+        round feeds it from its own Cursor); the Cursor it holds after them."""
+        after = cursor.to_json()
         await self._deliver(
             {
                 "groupId": group_id,
                 "missionId": self._missions.get(group_id, ""),
                 "events": events,
-                "cursor": cursor.to_json(),
+                "held": held,
+                "cursor": after,
             }
         )
-        self._read[group_id] = (cursor.to_json(), cursor)
+        self._read[group_id] = (after, cursor)
+        return after

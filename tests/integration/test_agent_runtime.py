@@ -245,6 +245,27 @@ async def test_a_rebuilt_scheduler_replays_the_group_logs_into_the_same_queues(
 
         await eventually(rebuilt, timeout=30)
         assert await caught_up() == before
+        # A batch read before the rebuild (it continues another Cursor) is ignored: applied
+        # on top of this run's queue it would have lost the first item.
+        scheduler = mwp_client.temporal.get_workflow_handle(workflow_id)
+        cursors = await scheduler.query("cursors")
+        stale = {
+            "groupId": rig.mission.group_id,
+            "missionId": rig.mission.mission_id,
+            "held": {**cursors[rig.mission.group_id], "sequence": 1},
+            "events": [
+                {
+                    "kind": "work.failed",
+                    "sequence": 10**6,
+                    "workItemId": first.work_item_id,
+                    "payload": {},
+                }
+            ],
+            "cursor": cursors[rig.mission.group_id],
+        }
+        await scheduler.signal("deliver", stale)
+        assert await scheduler.query("cursors") == cursors  # the signal has been handled
+        assert await caught_up() == before
 
 
 @asynccontextmanager
