@@ -34,6 +34,8 @@ from mwp.stores.objects import ObjectStore
 
 Json = dict[str, Any]
 
+# Refusals that mean the epochs a Command carried are out of date (ask the Group again).
+STALE_EPOCHS = frozenset({ErrorCode.MEMBERSHIP_STALE, ErrorCode.AUTH_STALE_COORDINATOR})
 # Refusals of an acceptance that only mean "not ours".
 LOST_OFFER = frozenset({ErrorCode.WORK_ALREADY_OWNED, ErrorCode.WORK_OFFER_EXPIRED})
 
@@ -45,15 +47,28 @@ class _Channel:
         self._agents = agents
         self._order = order
         self._mission = MissionHandle(agents.client, order.mission_id, order.group_id)
+        self._epochs: Json | None = None
 
     async def send(self, command: OwnerCommand) -> Json:
-        return await self._mission.send(
-            self._agents.agent.identity,
-            command.kind,
-            command.payload,
-            session_epoch=self._order.session_epoch,
-            work_item_id=command.work_item_id,
-        )
+        # The owner's epochs rarely change during a run: asked once, asked again only when the
+        # Group says they are stale (one round trip less per Command).
+        for attempt in (1, 2):
+            if self._epochs is None:
+                self._epochs = await self._mission.epochs(self._agents.agent.agent_id)
+            try:
+                return await self._mission.send(
+                    self._agents.agent.identity,
+                    command.kind,
+                    command.payload,
+                    session_epoch=self._order.session_epoch,
+                    work_item_id=command.work_item_id,
+                    epochs=self._epochs,
+                )
+            except MwpError as error:
+                if attempt == 2 or error.code not in STALE_EPOCHS:
+                    raise
+                self._epochs = None
+        raise AssertionError("unreachable")
 
     async def work_item(self, work_item_id: str) -> Json:
         return await self._mission.work_item(work_item_id)

@@ -96,11 +96,16 @@ class MissionHandle:
         expected_revision: int | None = None,
         as_coordinator: bool | None = None,
         action_id: str | None = None,
+        epochs: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Sign ``kind`` with ``payload`` as ``identity`` and have the Authority decide it."""
+        """Sign ``kind`` with ``payload`` as ``identity`` and have the Authority decide it.
+
+        The signer's Membership and Coordinator epochs come from ``epochs`` (what
+        :meth:`epochs` returned earlier) or else from a query first."""
         membership_epoch = coordinator_epoch = None
         if identity.principal.type != "service":
-            epochs = await self.epochs(identity.principal.id)
+            if epochs is None:
+                epochs = await self.epochs(identity.principal.id)
             membership_epoch = epochs["membershipEpoch"]
             coordinator = epochs["coordinator"] or {}
             coordinating = (

@@ -774,3 +774,32 @@ async def test_a_capability_reads_its_input_artifacts_hash_checked(
     failure = (await rig.mission.work_item(items[1].work_item_id))["failure"]
     assert failure["failureCode"] == "CAPABILITY_ERROR"
     assert "failed its integrity check" in failure["reason"]
+
+
+async def test_a_run_whose_membership_epoch_changes_mid_run_refreshes_it_and_goes_on(
+    mwp_client: MwpClient, effects: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    (effects / "hold").touch()
+    async with agent_runtime(rig, steps=2) as runtime:
+        item = await rig.authorize("Outlive a membership change")
+        await rig.offer(item, runtime.identity)
+        await eventually(lambda: has_checkpoint(rig, item), timeout=60)
+        agent_id = runtime.agent.agent_id
+        before = (await rig.mission.epochs(agent_id))["membershipEpoch"]
+        await rig.coordinate(
+            "membership.change",
+            {
+                "memberId": agent_id,
+                "role": "worker",
+                "scopes": ["work.execute", "work.report"],
+                "reason": "may also report",
+            },
+        )
+        after = (await rig.mission.epochs(agent_id))["membershipEpoch"]
+        assert after != before  # the run holds an epoch that is now stale
+        (effects / "hold").unlink()
+        await wait_for_state(rig, item, "submitted")
+    kinds = [e["kind"] for e in await rig.mission.events_this_run()]
+    assert kinds.count("work.started") == 1  # the same run went on to submit ...
+    assert [r["resumed"] for r in runtime_agent.runs(effects)] == [None]  # ... uninterrupted
