@@ -636,15 +636,11 @@ async def test_a_paused_agent_resuming_after_its_lease_ran_out_keeps_its_late_re
             return any(item.work_item_id.rsplit(":", 1)[-1] in k for k in await kept())
 
         await eventually(late_result_kept, timeout=60)
+        # (What the AgentWorkflow records for the run depends on whether the pause outlasted
+        # the activity's heartbeat timeout, so it is not asserted here.)
         scheduler = mwp_client.temporal.get_workflow_handle(
             agent_workflow_id((tmp_path / "agent-id").read_text())
         )
-
-        async def reported_fenced() -> bool:
-            outcomes = (await scheduler.query("status"))["outcomes"]
-            return any(o["status"] == "fenced" and o.get("lateResult") for o in outcomes)
-
-        await eventually(reported_fenced, timeout=30)
         await scheduler.terminate("test over")
     view = await rig.mission.work_item(item.work_item_id)
     assert view["state"] == "active" and "submission" not in view  # never completed by it
