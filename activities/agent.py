@@ -52,23 +52,25 @@ class _Channel:
     async def send(self, command: OwnerCommand) -> Json:
         # The owner's epochs rarely change during a run: asked once, asked again only when the
         # Group says they are stale (one round trip less per Command).
-        for attempt in (1, 2):
-            if self._epochs is None:
-                self._epochs = await self._mission.epochs(self._agents.agent.agent_id)
-            try:
-                return await self._mission.send(
-                    self._agents.agent.identity,
-                    command.kind,
-                    command.payload,
-                    session_epoch=self._order.session_epoch,
-                    work_item_id=command.work_item_id,
-                    epochs=self._epochs,
-                )
-            except MwpError as error:
-                if attempt == 2 or error.code not in STALE_EPOCHS:
-                    raise
-                self._epochs = None
-        raise AssertionError("unreachable")
+        try:
+            return await self._signed_and_sent(command)
+        except MwpError as error:
+            if error.code not in STALE_EPOCHS:
+                raise
+            self._epochs = None
+            return await self._signed_and_sent(command)
+
+    async def _signed_and_sent(self, command: OwnerCommand) -> Json:
+        if self._epochs is None:
+            self._epochs = await self._mission.epochs(self._agents.agent.agent_id)
+        return await self._mission.send(
+            self._agents.agent.identity,
+            command.kind,
+            command.payload,
+            session_epoch=self._order.session_epoch,
+            work_item_id=command.work_item_id,
+            epochs=self._epochs,
+        )
 
     async def work_item(self, work_item_id: str) -> Json:
         return await self._mission.work_item(work_item_id)

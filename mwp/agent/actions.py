@@ -1,15 +1,39 @@
-"""What every capability context does the same way, wherever it runs: resolving a tool,
-passing it its idempotency key, and building the signed ``artifact.publish`` Command."""
+"""What every capability context does the same way, wherever it runs: the WorkItem's fixed
+facts, resolving a tool, passing it its idempotency key, and building the signed
+``artifact.publish`` Command."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from mwp.agent.declaration import Agent, CapabilitySpec
 from mwp.agent.progress import OwnerCommand
 from mwp.stores.artifacts import StoredContent, new_manifest, sign_manifest
+
+
+class WorkItemFacts:
+    """What a capability context knows of its WorkItem for the whole run (the
+    :class:`~mwp.agent.context.CapabilityContext` members that never change)."""
+
+    def __init__(
+        self,
+        mission_id: str,
+        group_id: str,
+        work_item_id: str,
+        ownership_epoch: int,
+        contract: Mapping[str, Any],
+    ) -> None:
+        self.mission_id = mission_id
+        self.group_id = group_id
+        self.work_item_id = work_item_id
+        self.ownership_epoch = ownership_epoch
+        self.contract = contract
+
+    @property
+    def input_artifacts(self) -> Sequence[str]:
+        return tuple(self.contract.get("inputArtifacts", ()))
 
 
 def accepts_idempotency_key(fn: Callable[..., Any]) -> bool:

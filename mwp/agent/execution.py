@@ -35,7 +35,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
-from mwp.agent.actions import accepts_idempotency_key, publish_command, resolve_tool
+from mwp.agent.actions import (
+    WorkItemFacts,
+    accepts_idempotency_key,
+    publish_command,
+    resolve_tool,
+)
 from mwp.agent.context import Blocked, CapabilityContext, CapabilityFailure, Preempted
 from mwp.agent.declaration import Agent, CapabilitySpec
 from mwp.agent.idempotency import tool_key
@@ -406,35 +411,13 @@ class LeasedExecution:
         return self.lease_id
 
 
-class _LeasedContext:
+class _LeasedContext(WorkItemFacts):
     """The :class:`CapabilityContext` of one leased run."""
 
     def __init__(self, run: LeasedExecution) -> None:
+        o = run.order
+        super().__init__(o.mission_id, o.group_id, o.work_item_id, o.ownership_epoch, run.contract)
         self._run = run
-
-    @property
-    def mission_id(self) -> str:
-        return self._run.order.mission_id
-
-    @property
-    def group_id(self) -> str:
-        return self._run.order.group_id
-
-    @property
-    def work_item_id(self) -> str:
-        return self._run.order.work_item_id
-
-    @property
-    def ownership_epoch(self) -> int:
-        return self._run.order.ownership_epoch
-
-    @property
-    def contract(self) -> Mapping[str, Any]:
-        return self._run.contract
-
-    @property
-    def input_artifacts(self) -> Sequence[str]:
-        return tuple(self._run.contract.get("inputArtifacts", ()))
 
     @property
     def resume_state(self) -> Any:

@@ -15,7 +15,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from mwp.agent.actions import accepts_idempotency_key, publish_command, resolve_tool
+from mwp.agent.actions import (
+    WorkItemFacts,
+    accepts_idempotency_key,
+    publish_command,
+    resolve_tool,
+)
 from mwp.agent.context import Blocked, CapabilityContext, Preempted
 from mwp.agent.declaration import Agent, CapabilitySpec
 from mwp.agent.idempotency import tool_key
@@ -45,34 +50,17 @@ class LocalOutcome:
     state: Any = None
 
 
-class _LocalContext:
+class _LocalContext(WorkItemFacts):
     def __init__(self, runner: LocalCapabilityRunner, lease_id: str) -> None:
+        super().__init__(
+            runner.mission_id,
+            runner.group_id,
+            runner.work_item_id,
+            runner.ownership_epoch,
+            runner.contract,
+        )
         self._runner = runner
         self._lease_id = lease_id
-
-    @property
-    def mission_id(self) -> str:
-        return self._runner.mission_id
-
-    @property
-    def group_id(self) -> str:
-        return self._runner.group_id
-
-    @property
-    def work_item_id(self) -> str:
-        return self._runner.work_item_id
-
-    @property
-    def ownership_epoch(self) -> int:
-        return self._runner.ownership_epoch
-
-    @property
-    def contract(self) -> Mapping[str, Any]:
-        return self._runner.contract
-
-    @property
-    def input_artifacts(self) -> Sequence[str]:
-        return tuple(self._runner.contract.get("inputArtifacts", ()))
 
     @property
     def resume_state(self) -> Any:
