@@ -31,7 +31,7 @@ import contextlib
 import hashlib
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
@@ -159,6 +159,18 @@ def _duration_seconds(text: str) -> float:
 def refusal(error: MwpError) -> Json:
     """What the Authority said, as JSON (for outcomes and audit records)."""
     return {"code": error.code.value, "message": error.message}
+
+
+@contextlib.contextmanager
+def _lease_lost_when_fenced() -> Iterator[None]:
+    """Inside a capability, a fenced refusal is :class:`LeaseLost` (stop acting), not a
+    failure of the capability; other refusals pass unchanged."""
+    try:
+        yield
+    except MwpError as error:
+        if _fenced(error):
+            raise LeaseLost(str(error)) from error
+        raise
 
 
 def _fenced(error: MwpError) -> bool:
@@ -468,21 +480,13 @@ class _LeasedContext(WorkItemFacts):
             lease_id=lease_id,
             created_at=r.now(),
         )
-        try:
+        with _lease_lost_when_fenced():
             await r._send_locked(command)
-        except MwpError as error:
-            if _fenced(error):
-                raise LeaseLost(str(error)) from error
-            raise
         return content.content_hash
 
     async def progress(self, progress: Progress) -> None:
-        try:
+        with _lease_lost_when_fenced():
             await self._run.renew(progress)
-        except MwpError as error:
-            if _fenced(error):
-                raise LeaseLost(str(error)) from error
-            raise
 
     async def checkpoint(self, progress: Progress, state: Any = None) -> None:
         r = self._run
@@ -491,7 +495,7 @@ class _LeasedContext(WorkItemFacts):
         r.resume_state = state
         if not r.preempt:
             r.preempt = await r.channel.preemption_requested()
-        try:
+        with _lease_lost_when_fenced():
             if r.preempt:
                 command = checkpoint_command(
                     r.order.work_item_id,
@@ -503,10 +507,6 @@ class _LeasedContext(WorkItemFacts):
                 await r._send_locked(command)  # releases the lease: the item is queued again
                 raise Preempted(state)
             await r.renew(progress, ref)
-        except MwpError as error:
-            if _fenced(error):
-                raise LeaseLost(str(error)) from error
-            raise
 
     async def block(self, resolution: str, *, progress: Progress | None = None) -> NoReturn:
         r = self._run
@@ -517,10 +517,6 @@ class _LeasedContext(WorkItemFacts):
             required_resolution=resolution,
             progress=progress,
         )
-        try:
+        with _lease_lost_when_fenced():
             await r._send_locked(command)
-        except MwpError as error:
-            if _fenced(error):
-                raise LeaseLost(str(error)) from error
-            raise
         raise Blocked(resolution)
