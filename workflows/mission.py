@@ -450,7 +450,9 @@ class MissionWorkflow:
                 MIRROR_EVENTS,
                 MirrorBatch(self._authority.group_id, self._principal.id, batch),
                 task_queue=self._input.mirror_task_queue or AUTHORITY_TASK_QUEUE,
-                start_to_close_timeout=timedelta(seconds=120),
+                # A batch (at most 500 Events) is written in seconds; a worker that died holding
+                # it is replaced after this long (the write is idempotent), not after minutes.
+                start_to_close_timeout=timedelta(seconds=20),
                 retry_policy=RetryPolicy(
                     initial_interval=timedelta(milliseconds=500),
                     maximum_interval=timedelta(seconds=30),
