@@ -325,6 +325,12 @@ class MwpClient:
         with _not_found_as(workflow_id):
             return await handle.query(query, *args) if args else await handle.query(query)
 
+    async def workflow_result(self, workflow_id: str) -> Any:
+        """What a workflow returned (waiting for it to end)."""
+        handle = self.temporal.get_workflow_handle(workflow_id)
+        with _not_found_as(workflow_id):
+            return await handle.result()
+
     def registry(
         self, organization_id: str, registrar: Identity | None = None
     ) -> OrganizationRegistryClient:

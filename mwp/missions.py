@@ -147,8 +147,14 @@ class MissionHandle:
         return value
 
     async def work_item(self, work_item_id: str) -> dict[str, Any]:
+        """The WorkItem's full view. The Mission holds it until the item settles; an item
+        settled in an earlier run of the Mission is read from its WorkItemWorkflow's result."""
         value: dict[str, Any] = await self.client.query(self.workflow_id, "work_item", work_item_id)
-        return value
+        final = value.get("finalView")
+        if final is None:
+            return value
+        view: dict[str, Any] = await self.client.workflow_result(final["workflowId"])
+        return view
 
     async def sequence(self) -> int:
         value: int = await self.client.query(self.workflow_id, "sequence")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import zlib
 from datetime import timedelta
@@ -394,6 +395,11 @@ class MissionWorkflow:
         view = self._authority.work_item_summary(work_item_id)
         timers = [t.__dict__ for t in self._authority.work_item_timers(work_item_id)]
         attributes = self._authority.work_item_search_attributes(work_item_id)
+        # A settled item's full view leaves this workflow's state: its child keeps it.
+        final = None
+        if view["state"] in TERMINAL_STATES:
+            with contextlib.suppress(KeyError):  # held unless it settled in an earlier run
+                final = self._authority.work_item_view(work_item_id)
         if work_item_id not in self._children:
             child_input = WorkItemInput(
                 mission_workflow_id=workflow.info().workflow_id,
@@ -402,6 +408,7 @@ class MissionWorkflow:
                 view=view,
                 timers=timers,
                 search_attributes=attributes,
+                final=final,
             )
             try:
                 child = await workflow.start_child_workflow(
@@ -420,9 +427,8 @@ class MissionWorkflow:
                 return
         handle = workflow.get_external_workflow_handle(child_id)
         try:
-            await handle.signal(
-                "transition", {"view": view, "timers": timers, "searchAttributes": attributes}
-            )
+            update = {"view": view, "timers": timers, "searchAttributes": attributes}
+            await handle.signal("transition", {**update, "final": final} if final else update)
         except Exception:
             # A finished child (terminal item) has nothing left to time; the Group's state
             # is authoritative either way.
@@ -605,7 +611,16 @@ class MissionWorkflow:
 
     @workflow.query
     def work_item(self, work_item_id: str) -> dict[str, Any]:
-        return self._authority.work_item_view(work_item_id)
+        """The item's view; for an item settled in an earlier run, the Group's short record
+        of it and ``finalView.workflowId``: its WorkItemWorkflow, whose result is the view."""
+        try:
+            return self._authority.work_item_view(work_item_id)
+        except KeyError:
+            record = self._authority.settled_work_item(work_item_id)
+            if record is None:
+                raise
+        child_id = work_item_workflow_id(self._authority.mission_id, work_item_id)
+        return {**record, "finalView": {"workflowId": child_id}}
 
     @workflow.query
     def events_this_run(self, after_sequence: int = 0) -> list[dict[str, Any]]:

@@ -7,7 +7,8 @@ query), its search attributes and the timers the new state needs; when one falls
 child reports it to the Mission, which decides what it causes and records the Events. Stale
 reports are harmless: each timer carries the token of the grant it belongs to, and the
 Authority ignores tokens that are no longer current. The child ends when its item reaches a
-terminal state.
+terminal state, with the item's full final view as its result: the Mission keeps only a short
+record of a settled item, so this result is where clients (and the Temporal UI) read it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class WorkItemInput:
     view: dict[str, Any]  # the item's summary: workItemId, state, revision, ownershipEpoch
     timers: list[dict[str, str]] = field(default_factory=list)
     search_attributes: dict[str, str] = field(default_factory=dict)
+    final: dict[str, Any] | None = None  # the full view, once the item settled
 
 
 def _due(timer: dict[str, str]) -> datetime:
@@ -51,6 +53,7 @@ class WorkItemWorkflow:
     def __init__(self, input: WorkItemInput) -> None:
         self._input = input
         self._view = input.view
+        self._final = input.final
         self._timers = list(input.timers)
         self._reported: set[tuple[str, str]] = set()
         self._changed = False
@@ -70,6 +73,7 @@ class WorkItemWorkflow:
                         self._view,
                         [t for t in self._timers if (t["kind"], t["token"]) not in self._reported],
                         self._attributes,
+                        self._final,
                     )
                 )
             pending = [t for t in self._timers if (t["kind"], t["token"]) not in self._reported]
@@ -94,18 +98,19 @@ class WorkItemWorkflow:
                     "token": nearest["token"],
                 },
             )
-        return self._view
+        return self._final or self._view
 
     @workflow.signal
     def transition(self, update: dict[str, Any]) -> None:
         self._view = update["view"]
+        self._final = update.get("final") or self._final
         self._timers = list(update["timers"])
         self._changed = True
         self._publish(update.get("searchAttributes", {}))
 
     @workflow.query
     def work_item(self) -> dict[str, Any]:
-        return self._view
+        return self._final or self._view
 
     @workflow.query
     def timers(self) -> list[dict[str, str]]:

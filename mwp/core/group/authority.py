@@ -30,7 +30,7 @@ from mwp.core.group.ids import derive_id, event_id
 from mwp.core.group.kinds import evolve
 from mwp.core.group.policy import MESSAGE_WINDOW, RECEIPT_WINDOW
 from mwp.core.group.receipts import ReceiptCache, ReceiptEntry, command_digest, signing_digest
-from mwp.core.group.state import GroupState
+from mwp.core.group.state import GroupState, WorkItem
 from mwp.core.group.timers import item_timers, timer_requests
 from mwp.core.group.views import (
     mission_view,
@@ -49,7 +49,7 @@ SNAPSHOT_FORMAT = "mwp-group-authority/1"
 class GroupAuthority:
     """One Group's authoritative state and the only way to change it."""
 
-    __slots__ = ("_state",)
+    __slots__ = ("_retired", "_state")
 
     def __init__(
         self, *, receipt_window: int = RECEIPT_WINDOW, message_window: int = MESSAGE_WINDOW
@@ -57,6 +57,10 @@ class GroupAuthority:
         self._state = GroupState(
             receipts=ReceiptCache(receipt_window), messages=MessageWindow(message_window)
         )
+        # Full records of the items settled since this object was built or restored: their
+        # final views stay available (the shell hands them to each item's WorkItemWorkflow,
+        # which keeps them as its result). Never snapshotted, so bounded by one run.
+        self._retired: dict[str, WorkItem] = {}
 
     # --- identity ---------------------------------------------------------------------------
 
@@ -219,7 +223,7 @@ class GroupAuthority:
         for event in events:
             if event["kind"] not in ("work.failed", "work.cancelled"):
                 continue
-            item = self._state.work_items.get(event.get("workItemId", ""))
+            item = self._state.item_record(event.get("workItemId", ""))
             link = item.child_mission if item is not None else None
             if link is not None and link["status"] == child_mission.ABANDONED:
                 found.append((link["missionId"], event["eventId"]))
@@ -312,8 +316,15 @@ class GroupAuthority:
             if command_hash is not None:
                 event["commandHash"] = command_hash
             evolve(state, event)
+            self._keep_retired()
             events.append(event)
         return events
+
+    def _keep_retired(self) -> None:
+        retired = self._state.retired
+        if retired:
+            self._retired.update((item.work_item_id, item) for item in retired)
+            retired.clear()
 
     # --- continue-as-new --------------------------------------------------------------------
 
@@ -328,6 +339,7 @@ class GroupAuthority:
             raise ValueError(f"not a {SNAPSHOT_FORMAT} snapshot")
         authority = cls.__new__(cls)
         authority._state = GroupState.from_json(snapshot["state"])
+        authority._retired = {}
         return authority
 
     # --- views ------------------------------------------------------------------------------
@@ -336,7 +348,15 @@ class GroupAuthority:
         return mission_view(self._state)
 
     def work_item_view(self, work_item_id: str) -> Json:
-        return work_item_view(self._state, self._state.work_items[work_item_id])
+        """The full view of an unsettled item, or of one settled since this object was built
+        or restored; KeyError otherwise (see ``settled_work_item``)."""
+        item = self._state.work_items.get(work_item_id) or self._retired[work_item_id]
+        return work_item_view(self._state, item)
+
+    def settled_work_item(self, work_item_id: str) -> Json | None:
+        """The record the Group keeps of a verified or cancelled item (None: not settled)."""
+        record = self._state.settled.get(work_item_id)
+        return record.to_json() if record is not None else None
 
     def epochs_of(self, principal_id: str) -> Json:
         """What a client signs a Command with, in O(1): the principal's current Membership
@@ -354,7 +374,9 @@ class GroupAuthority:
     def work_item_summary(self, work_item_id: str) -> Json:
         """What a WorkItemWorkflow child holds of its item: identity, state and revision (the
         full view stays with the Mission, so each transition signal stays small)."""
-        item = self._state.work_items[work_item_id]
+        item = self._state.item_record(work_item_id)
+        if item is None:
+            raise KeyError(work_item_id)
         return {
             "workItemId": item.work_item_id,
             "state": item.state,
@@ -364,16 +386,21 @@ class GroupAuthority:
 
     @property
     def work_item_count(self) -> int:
-        return len(self._state.work_items)
+        return len(self._state.work_items) + len(self._state.settled)
 
     def work_item_ids(self) -> list[str]:
-        return list(self._state.work_items)
+        """Every WorkItem the Group authorized, settled ones included."""
+        return [*self._state.work_items, *self._state.settled]
 
     def search_attributes(self) -> dict[str, str]:
         return search_attributes(self._state)
 
     def work_item_search_attributes(self, work_item_id: str) -> dict[str, str]:
-        return work_item_search_attributes(self._state.work_items[work_item_id])
+        item = self._state.work_items.get(work_item_id) or self._retired.get(work_item_id)
+        if item is not None:
+            return work_item_search_attributes(item)
+        settled = self._state.settled[work_item_id]  # settled in an earlier run
+        return {"WorkItemState": settled.state}
 
 
 def replay(
@@ -396,6 +423,7 @@ def replay(
         ):
             raise ValueError(f"Event {event.get('eventId')} does not continue this Group's log")
         evolve(state, dict(event))
+        authority._keep_retired()
         cause, actor = event["cause"], event["actor"]
         if cause["type"] != "command":
             if pending is not None:
@@ -447,7 +475,7 @@ def _revision(state: GroupState, aggregate: Aggregate) -> int:
     if kind == "mission":
         return state.mission.revision if state.mission else 0
     if kind == "work_item":
-        item = state.work_items.get(ident)
+        item = state.item_record(ident)
         return item.revision if item else 0
     if kind == "membership":
         member = state.memberships.get(ident)

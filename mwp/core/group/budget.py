@@ -36,10 +36,11 @@ def allocation(budget: dict[str, Any]) -> dict[str, Decimal]:
 def recount(state: GroupState) -> dict[str, Decimal]:
     """The ledger from scratch (after a restore); evolvers keep it current incrementally."""
     totals = dict.fromkeys(DIMENSIONS, Decimal(0))
-    for item in state.work_items.values():
-        if item.state != "cancelled":
-            for dimension, amount in allocation(item.contract["budget"]).items():
-                totals[dimension] += amount
+    budgets = [item.contract["budget"] for item in state.work_items.values()]
+    budgets += [item.budget for item in state.settled.values() if item.state != "cancelled"]
+    for budget in budgets:
+        for dimension, amount in allocation(budget).items():
+            totals[dimension] += amount
     return totals
 
 

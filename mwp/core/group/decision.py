@@ -103,7 +103,7 @@ def _decide(state: GroupState, cmd: Incoming, ctx: AuthorityContext) -> Accepted
                 ErrorCode.INVALID_COMMAND,
                 "this Group carries as many WorkItems as it can; continue in a follow-up Mission",
                 reason="group_capacity",
-                workItems=len(state.work_items),
+                workItems=len(state.work_items) + len(state.settled),
             )
     # 8. The kind's own rule.
     drafts = Drafts(state.sequence + 1)

@@ -73,7 +73,7 @@ def _decide_grant(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draft
             "the grantee must hold an active work_delegate Membership", granteeAgentId=grantee_id
         )
     target_id = p.id("targetWorkItemId")
-    target = state.work_items.get(target_id)
+    target = state.item_record(target_id)
     if target is None:
         invalid("no such WorkItem in this Group", targetWorkItemId=target_id)
     if target.state in DEAD_TARGET_STATES:
@@ -154,8 +154,8 @@ def check_grant_use(state: GroupState, cmd: Incoming) -> DelegationGrant:
         or lease.agent_id != doc["grantedBy"]["id"]
     ):
         _unusable("coordinator_replaced", grant_id)
-    target = state.work_items.get(grant.target_work_item_id)
-    if target is None or target.state in DEAD_TARGET_STATES:
+    target_state = state.item_state(grant.target_work_item_id)
+    if target_state is None or target_state in DEAD_TARGET_STATES:
         _unusable("target_not_live", grant_id)
     return grant
 
@@ -179,7 +179,7 @@ def depth_below(state: GroupState, root_id: str, work_item_id: str) -> int | Non
     while current is not None:
         if current == root_id:
             return depth
-        item = state.work_items.get(current)
+        item = state.item_record(current)
         current = item.parent_work_item_id if item is not None else None
         depth += 1
     return None
@@ -248,9 +248,7 @@ def check_grant_budget(
     used = dict.fromkeys(DIMENSIONS, Decimal(0))
     for other_id in grant.work_item_ids:
         if other_id != work_item_id:
-            for dimension, amount in _amounts(
-                state.work_items[other_id].contract["budget"]
-            ).items():
+            for dimension, amount in _amounts(state.item_budget(other_id)).items():
                 used[dimension] += amount
     for dimension, requested in _amounts(budget).items():
         limit = Decimal(str(ceilings[dimension]))

@@ -14,7 +14,7 @@ from mwp.core.group.state import GroupState, WorkItem
 def check_dependencies(state: GroupState, work_item_id: str, dependencies: list[str]) -> None:
     if work_item_id in dependencies:
         invalid("a WorkItem cannot depend on itself", cycle=[work_item_id, work_item_id])
-    missing = [d for d in dependencies if d not in state.work_items]
+    missing = [d for d in dependencies if not state.has_item(d)]
     if missing:
         invalid("dependencies must name existing WorkItems", missingWorkItemIds=missing)
     if work_item_id not in state.work_items:
@@ -39,7 +39,7 @@ def _path_back(state: GroupState, starts: list[str], goal: str) -> list[str] | N
             while (previous := parent[path[-1]]) is not None:
                 path.append(previous)
             return list(reversed(path))
-        item = state.work_items.get(node)
+        item = state.item_record(node)
         for dependency in item.dependencies if item else ():
             if dependency not in parent:
                 parent[dependency] = node
@@ -49,8 +49,4 @@ def _path_back(state: GroupState, starts: list[str], goal: str) -> list[str] | N
 
 def unsatisfied(state: GroupState, item: WorkItem) -> list[str]:
     """Dependencies that do not yet satisfy the policy (all must be verified)."""
-    return [
-        d
-        for d in item.dependencies
-        if d not in state.work_items or state.work_items[d].state != "verified"
-    ]
+    return [d for d in item.dependencies if state.item_state(d) != "verified"]

@@ -240,10 +240,10 @@ def _decide_submit(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
             "every WorkItem must be verified, cancelled or failed before submission",
             unsettledWorkItemIds=unsettled[:100],
         )
-    verified = [w for w in state.work_items.values() if w.state == "verified"]
+    verified = [w for w in state.settled.values() if w.state == "verified"]
     if not verified:
         reject(ErrorCode.INVALID_STATE_TRANSITION, "no WorkItem has been verified")
-    produced = {h for w in verified for h in (w.submission or {}).get("artifactHashes", [])}
+    produced = {h for w in verified for h in w.artifact_hashes}
     unknown = [h for h in hashes if h not in produced]
     if unknown:
         invalid("submitted Artifacts must come from verified WorkItems", unknownArtifacts=unknown)

@@ -32,7 +32,7 @@ def mission_target(state: GroupState, cmd: Incoming) -> tuple[str, int] | None:
 
 
 def work_item_target(state: GroupState, cmd: Incoming) -> tuple[str, int] | None:
-    item = state.work_items.get(cmd.work_item_id or "")
+    item = state.item_record(cmd.work_item_id or "")
     return ("WorkItem", item.revision) if item else None
 
 

@@ -21,6 +21,9 @@ Json = dict[str, Any]
 TERMINAL_MISSION_STATES = frozenset({"approved", "cancelled", "failed"})
 # WorkItem states from which work.fail / work.cancel (and Mission propagation) apply.
 UNFINISHED_WORK_STATES = frozenset({"open", "offered", "queued", "active", "blocked", "submitted"})
+# A WorkItem in one of these states never changes again (spec 10.2): the Group keeps only
+# its SettledWorkItem record.
+FINAL_WORK_STATES = frozenset({"verified", "cancelled"})
 
 
 def _opt(data: Json, name: str) -> Any:
@@ -560,6 +563,74 @@ class WorkItem:
 
 
 @dataclass(slots=True)
+class SettledWorkItem:
+    """What a verified or cancelled WorkItem leaves in the Group's state: only the facts later
+    decisions and the Mission view read (its ID and outcome, dependencies, budget, parent
+    link, delivered Artifacts). Its full record is in the Group Event log and in the final
+    result of its WorkItemWorkflow; dropping it keeps a long-lived Group's continue-as-new
+    snapshot small (tens of bytes per item instead of kilobytes)."""
+
+    work_item_id: str
+    state: str  # verified | cancelled
+    revision: int
+    ownership_epoch: int
+    owner: str | None  # the agent that held it last
+    dependencies: list[str]
+    budget: Json  # the contract's budget: counted against the Mission unless cancelled
+    artifact_hashes: list[str]  # what a verified item delivered
+    parent_work_item_id: str | None = None
+    child_mission: Json | None = None
+
+    @classmethod
+    def of(cls, item: WorkItem) -> SettledWorkItem:
+        return cls(
+            work_item_id=item.work_item_id,
+            state=item.state,
+            revision=item.revision,
+            ownership_epoch=item.ownership_epoch,
+            owner=item.owner.agent_id if item.owner is not None else None,
+            dependencies=item.dependencies,
+            budget=item.contract["budget"],
+            artifact_hashes=list((item.submission or {}).get("artifactHashes", []))
+            if item.state == "verified"
+            else [],
+            parent_work_item_id=item.parent_work_item_id,
+            child_mission=item.child_mission,
+        )
+
+    def to_json(self) -> Json:
+        return _compact(
+            {
+                "workItemId": self.work_item_id,
+                "state": self.state,
+                "revision": self.revision,
+                "ownershipEpoch": self.ownership_epoch,
+                "owner": self.owner,
+                "dependencyWorkItemIds": self.dependencies or None,
+                "budget": self.budget,
+                "artifactHashes": self.artifact_hashes or None,
+                "parentWorkItemId": self.parent_work_item_id,
+                "childMission": self.child_mission,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Json) -> SettledWorkItem:
+        return cls(
+            work_item_id=data["workItemId"],
+            state=data["state"],
+            revision=data["revision"],
+            ownership_epoch=data["ownershipEpoch"],
+            owner=_opt(data, "owner"),
+            dependencies=list(data.get("dependencyWorkItemIds", [])),
+            budget=data["budget"],
+            artifact_hashes=list(data.get("artifactHashes", [])),
+            parent_work_item_id=_opt(data, "parentWorkItemId"),
+            child_mission=_opt(data, "childMission"),
+        )
+
+
+@dataclass(slots=True)
 class DelegationGrant:
     """A persisted Delegation Grant (spec 9.1): its membership.schema.json ``delegationGrants``
     item, and the WorkItems created or offered under it, in the order they were first used."""
@@ -597,7 +668,8 @@ class GroupState:
     memberships: dict[str, Membership] = field(default_factory=dict)
     conversations: dict[str, Conversation] = field(default_factory=dict)
     proposals: dict[str, Proposal] = field(default_factory=dict)
-    work_items: dict[str, WorkItem] = field(default_factory=dict)
+    work_items: dict[str, WorkItem] = field(default_factory=dict)  # unsettled ones
+    settled: dict[str, SettledWorkItem] = field(default_factory=dict)
     messages: MessageWindow = field(default_factory=MessageWindow)
     receipts: ReceiptCache = field(default_factory=ReceiptCache)
     delegation_grants: dict[str, DelegationGrant] = field(default_factory=dict)
@@ -605,10 +677,28 @@ class GroupState:
     artifacts: dict[str, Json] = field(default_factory=dict)
     # Derived, not snapshotted: the budget allocated to WorkItems that are not cancelled.
     allocated: dict[str, Decimal] = field(default_factory=dict)
+    # Not snapshotted: the full records of items settled since the holder last took them
+    # (see GroupAuthority), so their final views can be handed on before they are dropped.
+    retired: list[WorkItem] = field(default_factory=list)
 
     @property
     def mission_id(self) -> str:
         return self.mission.mission_id if self.mission else ""
+
+    def has_item(self, work_item_id: str) -> bool:
+        """Whether the Group ever authorized this WorkItem (settled or not)."""
+        return work_item_id in self.work_items or work_item_id in self.settled
+
+    def item_state(self, work_item_id: str) -> str | None:
+        item = self.work_items.get(work_item_id) or self.settled.get(work_item_id)
+        return item.state if item is not None else None
+
+    def item_record(self, work_item_id: str) -> WorkItem | SettledWorkItem | None:
+        return self.work_items.get(work_item_id) or self.settled.get(work_item_id)
+
+    def item_budget(self, work_item_id: str) -> Json:
+        live = self.work_items.get(work_item_id)
+        return live.contract["budget"] if live is not None else self.settled[work_item_id].budget
 
     def to_json(self) -> Json:
         return _compact(
@@ -622,6 +712,7 @@ class GroupState:
                 "conversations": [c.to_json() for c in self.conversations.values()],
                 "proposals": [p.to_json() for p in self.proposals.values()],
                 "workItems": [w.to_json() for w in self.work_items.values()],
+                "settledWorkItems": [w.to_json() for w in self.settled.values()],
                 "messages": self.messages.to_json(),
                 "receipts": self.receipts.to_json(),
                 "delegationGrants": [g.to_json() for g in self.delegation_grants.values()],
@@ -637,6 +728,9 @@ class GroupState:
         conversations = [Conversation.from_json(c) for c in data["conversations"]]
         proposals = [Proposal.from_json(p) for p in data["proposals"]]
         work_items = [WorkItem.from_json(w) for w in data["workItems"]]
+        settled = [SettledWorkItem.from_json(w) for w in data.get("settledWorkItems", [])]
+        # Snapshots from before settled records existed carry settled items in full.
+        settled += [SettledWorkItem.of(w) for w in work_items if w.state in FINAL_WORK_STATES]
         grants = [DelegationGrant.from_json(g) for g in data.get("delegationGrants", [])]
         state = cls(
             group_id=data["groupId"],
@@ -647,7 +741,8 @@ class GroupState:
             memberships={m.member["id"]: m for m in memberships},
             conversations={c.conversation_id: c for c in conversations},
             proposals={p.proposal_id: p for p in proposals},
-            work_items={w.work_item_id: w for w in work_items},
+            work_items={w.work_item_id: w for w in work_items if w.state not in FINAL_WORK_STATES},
+            settled={w.work_item_id: w for w in settled},
             messages=MessageWindow.from_json(data["groupId"], data["messages"]),
             receipts=ReceiptCache.from_json(data["receipts"]),
             delegation_grants={g.grant_id: g for g in grants},

@@ -281,6 +281,16 @@ def mission_view(state: GroupState) -> Json:
                     "dependencyWorkItemIds": w.dependencies,
                 }
                 for w in state.work_items.values()
+            ]
+            + [
+                {
+                    "workItemId": w.work_item_id,
+                    "state": w.state,
+                    "revision": w.revision,
+                    "owner": w.owner,
+                    "dependencyWorkItemIds": w.dependencies,
+                }
+                for w in state.settled.values()
             ],
             "proposals": [p.to_json() for p in state.proposals.values()],
             "submission": mission.submission.to_json() if mission.submission else None,

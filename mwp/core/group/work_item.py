@@ -73,7 +73,7 @@ from mwp.core.group.work_item_state import (
     get_item,
     has_live_owner,
     release_ownership,
-    retire,
+    settle,
     settle_link,
     touch,
     withdraw_pending_offers,
@@ -96,7 +96,7 @@ def _decide_propose(
     proposal_id = p.opt_id("proposalId") or derive_id(
         state.group_id, "proposal", drafts.next_sequence
     )
-    if proposal_id in state.proposals or proposal_id in state.work_items:
+    if proposal_id in state.proposals or state.has_item(proposal_id):
         invalid("the proposal ID is already in use", proposalId=proposal_id)
     proposal: Json = {
         "proposalId": proposal_id,
@@ -123,14 +123,14 @@ def _decide_authorize(
     active_mission(state, cmd)
     p = cmd.payload
     work_item_id = cmd.work_item_id or derive_id(state.group_id, "work-item", drafts.next_sequence)
-    existing = state.work_items.get(work_item_id)
+    existing = state.item_state(work_item_id)
     if existing is not None:
-        bad_transition("WorkItem", existing.state, cmd.kind)
+        bad_transition("WorkItem", existing, cmd.kind)
     parent_id = p.opt_id(PARENT_MEMBER)
     grant = cited_grant(state, cmd)
     if grant is not None:
         check_scope(state, ctx, grant, parent_id=parent_id)
-    elif parent_id is not None and parent_id not in state.work_items:
+    elif parent_id is not None and not state.has_item(parent_id):
         invalid("no such parent WorkItem in this Group", parentWorkItemId=parent_id)
     contract = complete_contract(p.raw("contract") if p.has("contract") else None)
     if reached(ctx.now, contract["deadline"]):
@@ -615,7 +615,7 @@ def _evolve_result_accepted(state: GroupState, event: Json) -> None:
         **event["payload"],
     }
     item.state = "verified"
-    retire(item)
+    settle(state, item)
 
 
 def _evolve_failed(state: GroupState, event: Json) -> None:
@@ -635,7 +635,7 @@ def _evolve_cancelled(state: GroupState, event: Json) -> None:
     item.cancellation = {"cancelledAt": event["occurredAt"], **event["payload"]}
     item.state = "cancelled"
     book(state, item.contract["budget"], -1)  # a cancelled item releases its allocation
-    retire(item)
+    settle(state, item)
 
 
 def _coordinating_unless_owner(state: GroupState, cmd: Incoming) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 from mwp.core.group.clock import reached
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.rejection import bad_transition, invalid
-from mwp.core.group.state import GroupState, Mission, WorkItem
+from mwp.core.group.state import GroupState, Mission, SettledWorkItem, WorkItem
 
 
 def active_mission(state: GroupState, cmd: Incoming) -> Mission:
@@ -24,6 +24,9 @@ def get_item(state: GroupState, cmd: Incoming) -> WorkItem:
         invalid(f"{cmd.kind} must name its WorkItem in workItemId")
     item = state.work_items.get(cmd.work_item_id)
     if item is None:
+        settled = state.settled.get(cmd.work_item_id)
+        if settled is not None:  # verified or cancelled: no Command moves it any more
+            bad_transition("WorkItem", settled.state, cmd.kind)
         invalid("no such WorkItem in this Group", workItemId=cmd.work_item_id)
     return item
 
@@ -81,15 +84,13 @@ def has_live_owner(item: WorkItem, now: str) -> bool:
     return deadline is None or not reached(now, deadline[0])
 
 
-def retire(item: WorkItem) -> None:
-    """A verified or cancelled WorkItem never changes again: it keeps its contract, owner,
-    selection basis, submission and outcome, and drops its offer round, progress and
-    checkpoint, which the Group Event log keeps. This keeps the continue-as-new snapshot of a
-    long-lived Group smaller (by about an eighth of each settled item)."""
-    item.offers = []
-    item.progress = None
-    item.checkpoint = None
-    item.schedule_estimate = None
+def settle(state: GroupState, item: WorkItem) -> None:
+    """A verified or cancelled WorkItem never changes again: the Group keeps only its
+    SettledWorkItem record; the full item goes to ``state.retired`` for whoever hands its final
+    view on (the Group Event log has every Event of it in any case)."""
+    del state.work_items[item.work_item_id]
+    state.settled[item.work_item_id] = SettledWorkItem.of(item)
+    state.retired.append(item)
 
 
 # --- the link to a child Mission (spec 14; see child_mission.py) ---------------------------------

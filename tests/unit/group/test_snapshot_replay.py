@@ -386,30 +386,3 @@ def test_a_snapshot_from_before_artifacts_restores_with_none_published() -> None
     restored = GroupAuthority.restore(snapshot)
     assert restored.mission_view()["artifacts"] == []
     assert restored.snapshot() == h.authority.snapshot()
-
-
-def test_settled_items_drop_their_offer_rounds_and_progress_from_state() -> None:
-    h = mission_harness()
-    h.verify("done")
-    h.drive("dropped", "offered")
-    h.submit(COORD, "work.cancel", {}, workItemId=item_id("dropped"))
-    h.drive("stuck", "offered")
-    h.submit(
-        COORD,
-        "work.fail",
-        {"reason": "no taker", "failureEvidenceIds": ["urn:example:evidence:f"]},
-        workItemId=item_id("stuck"),
-    )
-
-    items = {w["workItemId"]: w for w in h.authority.snapshot()["state"]["workItems"]}
-    for name in ("done", "dropped"):
-        settled = items[item_id(name)]
-        assert settled["offers"] == [] and "progress" not in settled
-        assert "checkpoint" not in settled
-    assert items[item_id("done")]["selectionBasis"]  # the schema keeps it for verified items
-    assert items[item_id("stuck")]["offers"]  # a failed item may be offered again: kept
-    # The Group Event log still holds the offer round of the verified item.
-    assert any(
-        e["kind"] == "work.offer.created" and e["workItemId"] == item_id("done") for e in h.events
-    )
-    validate_document("work-item.schema.json", schema_part(h.view("done"), WORK_ITEM_VIEW_EXTRAS))
