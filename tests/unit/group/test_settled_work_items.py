@@ -8,7 +8,6 @@ every decision below is taken from the records alone, and compare with the full-
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 

@@ -9,13 +9,10 @@ import pytest
 
 from mwp.core.group import (
     EVENT_KINDS,
-    WORK_ITEM_VIEW_EXTRAS,
     GroupAuthority,
     replay,
-    schema_part,
 )
 from mwp.core.group.clock import plus_seconds
-from mwp.models import validate_document
 from tests.unit.group.harness import (
     ARTIFACT_A,
     COORD,
