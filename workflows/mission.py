@@ -77,9 +77,9 @@ MISSION_ID = SearchAttributeKey.for_keyword("MissionId")
 GROUP_ID = SearchAttributeKey.for_keyword("GroupId")
 MISSION_STATE = SearchAttributeKey.for_keyword("MissionState")
 
-# How a run hands its snapshot to the next: compressed JSON. The snapshot grows with every
-# WorkItem the Group keeps (about 4 KB each, settled ones included) and Temporal refuses a
-# payload over 2 MiB, which uncompressed was reached at about 500 WorkItems.
+# How a run hands its snapshot to the next: compressed JSON. Temporal refuses a payload over
+# 2 MiB; an unsettled WorkItem takes about 4 KB of JSON, a settled one a short record (its full
+# view is its WorkItemWorkflow's result), and the receipts up to about 1 MB.
 PACKED_SNAPSHOT = "zlib+base64:json"
 
 

@@ -329,8 +329,9 @@ class GroupAuthority:
     # --- continue-as-new --------------------------------------------------------------------
 
     def snapshot(self) -> Json:
-        """Compact JSON state; its size depends on live aggregates, never on Event count
-        (receipts and the Message window are bounded). Treat it as read-only."""
+        """Compact JSON state; its size depends on live aggregates and a short record per
+        settled WorkItem, never on Event count (receipts and the Message window are bounded).
+        Treat it as read-only."""
         return {"format": SNAPSHOT_FORMAT, "state": self._state.to_json()}
 
     @classmethod
