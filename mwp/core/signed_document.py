@@ -299,10 +299,31 @@ def check_command_freshness(
     """
     if verified.profile_id != "command":
         raise ValueError("freshness applies to Commands only")
-    issued = parse_timestamp(verified.protected_time).instant
+    check_issued_at(verified.protected_time, now, window)
+
+
+def check_issued_at(
+    issued_at: str,
+    now: str,
+    window: FreshnessWindow = FreshnessWindow(),
+    *,
+    not_before: str = "",
+) -> None:
+    """The freshness check on a Command's ``issuedAt`` (already bound to its signature's
+    ``createdAt`` by the six stages). ``not_before``, when set, narrows the window further:
+    a Command issued up to the skew allowance after that instant is refused too."""
+    try:
+        issued = parse_timestamp(issued_at).instant
+    except ValueError:
+        raise _fail(ErrorCode.AUTH_INVALID_SIGNATURE, "freshness", "issued-at-malformed") from None
     current = parse_timestamp(now).instant
     age = (current.seconds - issued.seconds) + (current.fraction - issued.fraction)
     if age > window.max_age_seconds:
         raise _fail(ErrorCode.AUTH_INVALID_SIGNATURE, "freshness", "issued-too-long-ago")
     if -age > window.max_skew_seconds:
         raise _fail(ErrorCode.AUTH_INVALID_SIGNATURE, "freshness", "issued-in-the-future")
+    if not_before:
+        floor = parse_timestamp(not_before).instant
+        after = (issued.seconds - floor.seconds) + (issued.fraction - floor.fraction)
+        if after <= window.max_skew_seconds:
+            raise _fail(ErrorCode.AUTH_INVALID_SIGNATURE, "freshness", "issued-before-horizon")

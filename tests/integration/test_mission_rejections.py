@@ -109,6 +109,22 @@ async def test_malformed_wire_text_is_a_protocol_violation(mwp_client: MwpClient
         )
 
 
+async def test_a_command_issued_outside_the_freshness_window_is_refused(
+    mwp_client: MwpClient,
+) -> None:
+    rig = await new_mission(mwp_client)
+    coordinator = rig.crew.coordinator
+    command = await rig.command(coordinator, POST, text("from the future"))
+    # Signed for a minute ahead (the window allows 30 s of skew): the six stages pass, the
+    # freshness check does not. (A Command from before the Crew's keys were bound would fail
+    # key validity first, with the same wire code.)
+    ahead = resigned({**command, "issuedAt": in_seconds(60)}, coordinator)
+    await rig.assert_refused(partial(rig.send_wire, raw(ahead)), ErrorCode.AUTH_INVALID_SIGNATURE)
+    within = resigned({**command, "issuedAt": in_seconds(10)}, coordinator)
+    result = await rig.mission.send_signed(within)
+    assert [e["kind"] for e in result["events"]] == ["message.posted"]
+
+
 # --- epochs --------------------------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mwp.core.registry import Principal
+from mwp.core.signed_document import FreshnessWindow
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class AuthorityContext:
     # The shell can carry no more of this Group's state (its continue-as-new snapshot nears
     # the workflow payload limit): Commands that add WorkItems are refused.
     at_capacity: bool = False
+    # The Organization's bounded window for a newly presented Command's issuedAt (spec 6).
+    freshness: FreshnessWindow = field(default_factory=FreshnessWindow)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from mwp.core.group.policy import GROWING_COMMAND_KINDS
 from mwp.core.group.receipts import ReceiptEntry
 from mwp.core.group.rejection import reject, revision_conflict
 from mwp.core.group.state import GroupState
+from mwp.core.signed_document import check_issued_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,10 @@ def _decide(state: GroupState, cmd: Incoming, ctx: AuthorityContext) -> Accepted
         if entry.same_content(cmd.signing_hash, cmd.command_hash):
             return Duplicate(cmd, entry)
         reject(ErrorCode.ACTION_ID_COLLISION, "the Action ID was already used for other content")
+    # 2b. Freshness: a newly presented Command only (a retry of an accepted one got its
+    # receipt above, however old). One issued before the newest evicted receipt's Command was
+    # accepted might be a retry of an evicted one: refused too, never applied twice.
+    check_issued_at(cmd.issued_at, ctx.now, ctx.freshness, not_before=state.receipts.horizon_time)
     if rule is None:
         reject(ErrorCode.INVALID_COMMAND, f"{cmd.kind} is not a Command this Authority accepts")
     if not rule.creates_group:

@@ -29,6 +29,7 @@ class Incoming:
     payload: Payload
     signing_hash: str
     command_hash: str
+    issued_at: str
 
     @property
     def actor(self) -> dict[str, str]:
@@ -74,6 +75,7 @@ class Incoming:
             payload=Payload(payload),
             signing_hash=envelope.signing_hash,
             command_hash=envelope.command_hash,
+            issued_at=_text(command, "issuedAt"),
         )
 
 

@@ -8,10 +8,13 @@ IDs from the sequence range. In a snapshot one entry is about 95 bytes of JSON.
 
 The cache is bounded: it keeps the most recent ``capacity`` receipts (10,000 by default, about
 0.95 MB, under Temporal's 2 MiB payload limit with room for the rest of the Group). A retry of a
-Command older than that horizon is no longer recognized; the shell's freshness window for
-``issuedAt`` (five minutes) rejects such retries first unless the Group accepts more than
-``capacity`` Commands within that window. ``horizon`` says from which sequence on receipts are
-complete, so a shell may consult the Event log for older Action IDs.
+Command older than that is no longer recognized, and must never be applied a second time: the
+Authority's freshness check refuses a newly presented Command issued more than five minutes
+ago, and ``horizon_time`` (the acceptance time of the newest evicted receipt) tightens that
+window when the Group accepts more than ``capacity`` Commands within it: a Command issued
+before then (allowing for clock skew) might be the retry of an evicted one, so it is refused as
+not fresh, and its sender signs a new one (spec 19). ``horizon`` says from which sequence on
+receipts are complete.
 
 Entries rebuilt by :func:`replay` know only the Event's ``commandHash``, not the signing hash;
 for them a retry counts as a duplicate only when it is the identical Command (same signature
@@ -67,7 +70,7 @@ class ReceiptEntry:
 
 
 class ReceiptCache:
-    __slots__ = ("_entries", "capacity", "horizon")
+    __slots__ = ("_entries", "capacity", "horizon", "horizon_time")
 
     def __init__(self, capacity: int = RECEIPT_WINDOW) -> None:
         if capacity < 1:
@@ -75,6 +78,7 @@ class ReceiptCache:
         self.capacity = capacity
         self._entries: OrderedDict[str, ReceiptEntry] = OrderedDict()
         self.horizon = 1  # receipts of every Command from this sequence on are retained
+        self.horizon_time = ""  # when the newest evicted receipt's Command was accepted
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -87,11 +91,13 @@ class ReceiptCache:
         while len(self._entries) > self.capacity:
             _, evicted = self._entries.popitem(last=False)
             self.horizon = evicted.last_sequence + 1
+            self.horizon_time = evicted.accepted_at
 
     def to_json(self) -> dict[str, Any]:
         return {
             "capacity": self.capacity,
             "horizon": self.horizon,
+            "horizonTime": self.horizon_time or None,
             "entries": [entry.to_json(key) for key, entry in self._entries.items()],
         }
 
@@ -99,6 +105,7 @@ class ReceiptCache:
     def from_json(cls, data: dict[str, Any]) -> ReceiptCache:
         cache = cls(data["capacity"])
         cache.horizon = data["horizon"]
+        cache.horizon_time = data.get("horizonTime") or ""
         for key, digest, first, last, revision, accepted_at in data["entries"]:
             cache._entries[key] = ReceiptEntry(digest, first, last, revision, accepted_at)
         return cache

@@ -300,6 +300,7 @@ def test_snapshot_size_does_not_grow_with_messages() -> None:
 
     def size_after(messages: int) -> int:
         for _ in range(messages):
+            h.advance(31)  # each one issued after the last evicted receipt (and skew)
             h.submit(W1, "message.post", TEXT)
         return len(json.dumps(h.authority.snapshot()))
 
@@ -316,6 +317,7 @@ def test_a_receipt_costs_under_100_bytes_so_the_default_window_fits_a_payload() 
     h.create_mission()
     h.admit(W1)
     for _ in range(500):
+        h.advance(31)
         h.submit(W1, "message.post", TEXT)
     receipts = h.authority.snapshot()["state"]["receipts"]["entries"]
     per_entry = len(json.dumps(receipts)) / len(receipts)
@@ -327,6 +329,7 @@ def test_receipts_older_than_the_window_are_evicted_and_the_horizon_says_so() ->
     h = Harness(GroupAuthority(receipt_window=4))
     h.create_mission()
     h.admit(W1)
+    h.advance(31)  # later than the evicted receipts' Commands (see test_command_freshness)
     recent = [h.command(W1, "message.post", TEXT) for _ in range(4)]
     for command in recent:
         h.send(command)
