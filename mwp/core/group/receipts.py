@@ -1,13 +1,15 @@
 """``(actor, actionId)`` idempotency receipts, compact and bounded for continue-as-new.
 
-Each accepted Command leaves one entry: a 96-bit digest of ``actor ID, Action ID`` as the key,
-a 96-bit digest of its signing hash (for byte-equality), its sequence range, the aggregate
+Each accepted Command leaves one entry: a 64-bit digest of ``actor ID, Action ID`` as the key,
+a 64-bit digest of its signing hash (for byte-equality), its sequence range, the aggregate
 revision and the acceptance time. Everything else in a :class:`Receipt` is re-derived: the
 Action ID, actor and signing hash come from the retry itself (equal by definition), the Event
-IDs from the sequence range. In a snapshot one entry is about 95 bytes of JSON.
+IDs from the sequence range. In a snapshot one entry is about 75 bytes of JSON, most of the
+carried state of a busy Group. 64 bits are plenty: two of 10,000 keys collide with odds
+below 1e-11, and only the actor itself can make its own Commands' digests collide.
 
 The cache is bounded: it keeps the most recent ``capacity`` receipts (10,000 by default, about
-0.95 MB, under Temporal's 2 MiB payload limit with room for the rest of the Group). A retry of a
+0.75 MB, under Temporal's 2 MiB payload limit with room for the rest of the Group). A retry of a
 Command older than that is no longer recognized, and must never be applied a second time: the
 Authority's freshness check refuses a newly presented Command issued more than five minutes
 ago, and ``horizon_time`` (the acceptance time of the newest evicted receipt) tightens that
@@ -24,25 +26,42 @@ too) and anything else with that Action ID is refused as a collision, never appl
 from __future__ import annotations
 
 import hashlib
-from base64 import urlsafe_b64encode
+from base64 import urlsafe_b64decode, urlsafe_b64encode
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from mwp.core.group.policy import RECEIPT_WINDOW
 
+_KEY_BYTES = 8
+_DIGEST_HEX = 16
+
 
 def receipt_key(actor_id: str, action_id: str) -> str:
-    digest = hashlib.sha256(f"{actor_id}\x00{action_id}".encode()).digest()[:12]
-    return urlsafe_b64encode(digest).decode("ascii")
+    digest = hashlib.sha256(f"{actor_id}\x00{action_id}".encode()).digest()[:_KEY_BYTES]
+    return _key_text(digest)
+
+
+def _key_text(digest: bytes) -> str:
+    return urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 
 
 def signing_digest(signing_hash: str) -> str:
-    return signing_hash.removeprefix("sha256:")[:24]
+    return signing_hash.removeprefix("sha256:")[:_DIGEST_HEX]
 
 
 def command_digest(command_hash: str) -> str:
-    return "c:" + command_hash.removeprefix("sha256:")[:24]
+    return "c:" + command_hash.removeprefix("sha256:")[:_DIGEST_HEX]
+
+
+def _current(key: str, digest: str) -> tuple[str, str]:
+    """An entry of an older snapshot (96-bit key and digest) as this module derives it now:
+    the same SHA-256 prefixes, shortened."""
+    if len(key) > 11:
+        key = _key_text(urlsafe_b64decode(key + "=" * (-len(key) % 4))[:_KEY_BYTES])
+    if digest.startswith("c:"):
+        return key, digest[: 2 + _DIGEST_HEX]
+    return key, digest[:_DIGEST_HEX]
 
 
 @dataclass(slots=True)
@@ -107,5 +126,6 @@ class ReceiptCache:
         cache.horizon = data["horizon"]
         cache.horizon_time = data.get("horizonTime") or ""
         for key, digest, first, last, revision, accepted_at in data["entries"]:
+            key, digest = _current(key, digest)
             cache._entries[key] = ReceiptEntry(digest, first, last, revision, accepted_at)
         return cache
