@@ -45,6 +45,7 @@ import sys
 import tempfile
 import time
 import uuid
+import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -389,17 +390,47 @@ class GroupLoad:
         return value
 
 
-async def run_input_size(mission: MissionHandle) -> tuple[int, int, int] | None:
-    """The Mission's current run's input: (bytes, bytes of its snapshot as JSON, WorkItems)."""
+@dataclass
+class CarriedInput:
+    """What the Mission's current run started from."""
+
+    payload_bytes: int
+    json_bytes: int  # its snapshot as JSON
+    work_items: int  # unsettled, carried whole
+    settled: int  # carried as short records
+    members: dict[str, int]  # the largest state members, compressed on their own
+
+    def lines(self) -> list[str]:
+        parts = ", ".join(f"{name} {size / 1024:,.0f} KiB" for name, size in self.members.items())
+        return [
+            f"the current run started from a {self.payload_bytes / 1024:,.0f} KiB input: the "
+            f"snapshot of {self.work_items:,} WorkItems and {self.settled:,} settled records, "
+            f"{self.json_bytes / 1024:,.0f} KiB as JSON",
+            f"  compressed one by one: {parts}",
+        ]
+
+
+async def run_input_size(mission: MissionHandle) -> CarriedInput | None:
     handle = mission.client.temporal.get_workflow_handle(mission.workflow_id)
     async for event in handle.fetch_history_events():
         payload = event.workflow_execution_started_event_attributes.input.payloads[0].data
         snapshot = json.loads(payload).get("snapshot")
         if not snapshot:
             return None
-        state = unpack_snapshot(snapshot)
-        raw = len(json.dumps(state, separators=(",", ":")).encode())
-        return len(payload), raw, len(state["state"]["workItems"])
+        snapshot = unpack_snapshot(snapshot)
+        state = snapshot["state"]
+        sizes = {
+            name: len(zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 6))
+            for name, value in state.items()
+        }
+        largest = dict(sorted(sizes.items(), key=lambda kv: -kv[1])[:5])
+        return CarriedInput(
+            len(payload),
+            len(json.dumps(snapshot, separators=(",", ":")).encode()),
+            len(state["workItems"]),
+            len(state.get("settledWorkItems", [])),
+            largest,
+        )
     return None
 
 
@@ -580,12 +611,8 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
             )
             carried = await run_input_size(mission)
     ok = report(args, phases, out)
-    if carried is not None:
-        packed, raw, items = carried
-        out(
-            f"the current run started from a {packed / 1024:,.0f} KiB input: the snapshot of "
-            f"{items:,} WorkItems, {raw / 1024:,.0f} KiB as JSON"
-        )
+    for line in carried.lines() if carried is not None else []:
+        out(line)
     return ok
 
 
