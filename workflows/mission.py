@@ -126,6 +126,9 @@ class MissionWorkflow:
         self._resync: set[str] = set()
         self._sync_tasks: set[asyncio.Task[None]] = set()
         self._sync_failure: BaseException | None = None
+        # What each child was last sent in this run, to skip a signal that would change
+        # nothing it holds (an Artifact published, for one, moves only the item's revision).
+        self._sent: dict[str, tuple[Any, ...]] = {}
         # Children this run started: their completion is reported to this run.
         self._started_this_run: dict[str, workflow.ChildWorkflowHandle[Any, Any]] = {}
         self._visibility_stale = False
@@ -400,6 +403,17 @@ class MissionWorkflow:
         if view["state"] in TERMINAL_STATES:
             with contextlib.suppress(KeyError):  # held unless it settled in an earlier run
                 final = self._authority.work_item_view(work_item_id)
+        held = (
+            view["state"],
+            view["ownershipEpoch"],
+            [sorted(t.items()) for t in timers],
+            sorted(attributes.items()),
+        )
+        if final is None and self._sent.get(work_item_id) == held:
+            return
+        self._sent[work_item_id] = held
+        if final is not None:
+            self._sent.pop(work_item_id, None)
         if work_item_id not in self._children:
             child_input = WorkItemInput(
                 mission_workflow_id=workflow.info().workflow_id,

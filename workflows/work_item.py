@@ -3,7 +3,8 @@
 It owns the item's durable timers (offer expiry, start-by deadline, Execution Lease expiry,
 bounded blocked lease). The Mission signals every accepted transition of the item with its
 summary (ID, state, revision, Ownership Epoch; the full view is the Mission's ``work_item``
-query), its search attributes and the timers the new state needs; when one falls due the
+query), its search attributes and the timers the new state needs (an Event that changes none
+of these but the revision, such as a published Artifact, is not sent); when one falls due the
 child reports it to the Mission, which decides what it causes and records the Events. Stale
 reports are harmless: each timer carries the token of the grant it belongs to, and the
 Authority ignores tokens that are no longer current. The child ends when its item reaches a

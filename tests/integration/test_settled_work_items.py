@@ -4,6 +4,9 @@ record, and the client gets the full final view from the item's WorkItemWorkflow
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
 from mwp.client import MwpClient
@@ -61,3 +64,39 @@ async def test_a_settled_item_is_read_from_its_workflow_after_a_rollover(
     listed = {w["workItemId"]: w for w in (await rig.mission.view())["workItems"]}
     assert listed[done.work_item_id]["state"] == "verified"
     assert listed[after.work_item_id]["state"] == "active"
+
+
+async def test_an_event_that_moves_only_the_revision_is_not_sent_to_the_child(
+    mwp_client: MwpClient,
+) -> None:
+    rig = await new_mission(mwp_client)
+    await admit_workers(rig)
+    worker = rig.crew.workers[0]
+    item = await rig.authorize("Draft the notes")
+    offers = await rig.offer(item, worker)
+    epoch = await rig.accept(worker, item, offers["offers"][0]["offerId"])
+    lease = await rig.start(worker, item, epoch)
+    child_id = work_item_workflow_id(rig.mission.mission_id, item.work_item_id)
+    started = (await rig.mission.work_item(item.work_item_id))["revision"]
+
+    async def child_revision() -> int:
+        summary = await rig.client.query(child_id, "work_item")
+        return int(summary["revision"])
+
+    await eventually(lambda: _equals(child_revision(), started), timeout=30)
+    published = await rig.publish(worker, item, epoch, lease["leaseId"])
+    assert published["events"][0]["aggregateRevision"] == started + 1
+    for _ in range(20):  # a signal, were one sent, lands within milliseconds
+        assert await child_revision() == started  # state, epoch, timers, attributes unchanged
+        await asyncio.sleep(0.1)
+    await rig.send(
+        worker,
+        "work.submit",
+        rig.submission(item, epoch, lease["leaseId"]),
+        work_item_id=item.work_item_id,
+    )
+    await eventually(lambda: _equals(child_revision(), started + 2), timeout=30)
+
+
+async def _equals(value: Any, expected: int) -> bool:
+    return bool(await value == expected)
