@@ -567,6 +567,10 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
         stack_config(state_dir, port=free_port(), headless=True),
         workflow_sandbox=args.sandboxed,
         sqlite_pragmas={} if args.sqlite_default_journal else WAL_PRAGMAS,
+        dynamic_config={
+            key: json.loads(value)
+            for key, _, value in (item.partition("=") for item in args.dynamic_config)
+        },
     )
     async with DevStack(config) as stack:
         METER.server_pid = stack.server_pid
@@ -628,6 +632,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--sandboxed", action="store_true", help="run every workflow in Temporal's sandbox"
+    )
+    parser.add_argument(
+        "--dynamic-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra dynamic config for the embedded server (repeatable; VALUE is JSON)",
     )
     parser.add_argument(
         "--sqlite-default-journal",

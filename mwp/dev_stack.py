@@ -128,11 +128,15 @@ def _log_tail(path: Path, lines: int = 30) -> str:
 WAL_PRAGMAS: Mapping[str, str] = {"journal_mode": "wal", "synchronous": "normal"}
 
 # Dynamic config the embedded server always gets (``dynamic_config`` may override it). A
-# Group's continue-as-new input is its packed snapshot (1.3 MiB at 1,650 WorkItems), which
-# counts towards the history-size suggestion; at the default 4 MiB it halved a long-lived
-# Group's runs and cost it a fifth of its rate. 8 MiB stays far below the 50 MiB limit.
+# Group rolls over when the server suggests it or after 1,800 Commands (DEFAULT_UPDATES_PER_RUN,
+# under Temporal's 2,000 Updates per run); a Command costs its run about 4.4 history events and
+# 8 KB. At the server's defaults (4,096 events, 4 MiB) a run held about 450, then (at 8 MiB)
+# about 900 Commands; each rollover stalls the Group a few hundred ms and re-sends its carried
+# state, which cost a long-lived Group a tenth of its rate (benchmarks/RESULTS.md). These let a
+# run reach 1,800 Commands; the server's hard limits (51,200 events, 50 MiB) stay far off.
 EMBEDDED_DYNAMIC_CONFIG: Mapping[str, Any] = {
-    "limit.historySize.suggestContinueAsNew": 8 * 1024 * 1024,
+    "limit.historyCount.suggestContinueAsNew": 8_000,
+    "limit.historySize.suggestContinueAsNew": 16 * 1024 * 1024,
 }
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-# Well below Temporal's 2,000 Updates per run and its ~4,000-event suggestion.
-DEFAULT_UPDATES_PER_RUN = 1_000
+# Below Temporal's 2,000 Updates per run (duplicates and handler failures count there too).
+# A server that suggests continue-as-new earlier (its default: 4,096 events, about 900
+# Commands) ends runs sooner; the embedded stack raises that suggestion (mwp/dev_stack.py).
+DEFAULT_UPDATES_PER_RUN = 1_800
 
 
 @dataclass

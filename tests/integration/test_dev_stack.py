@@ -224,11 +224,12 @@ def test_the_embedded_server_runs_sqlite_in_wal_mode_with_a_larger_history_sugge
     pairs = {(argv[i], argv[i + 1]) for i in range(len(argv) - 1)}
     assert ("--sqlite-pragma", "journal_mode=wal") in pairs
     assert ("--sqlite-pragma", "synchronous=normal") in pairs
-    assert ("--dynamic-config-value", "limit.historySize.suggestContinueAsNew=8388608") in pairs
+    assert ("--dynamic-config-value", "limit.historySize.suggestContinueAsNew=16777216") in pairs
+    assert ("--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=8000") in pairs
     # A caller's setting wins over the embedded default.
     override = {"limit.historySize.suggestContinueAsNew": 1024}
     lowered = TemporalDevServer(
         StackConfig(state_dir=tmp_path, port=free_port(), dynamic_config=override)
     ).command()
     assert "limit.historySize.suggestContinueAsNew=1024" in lowered
-    assert "limit.historySize.suggestContinueAsNew=8388608" not in lowered
+    assert "limit.historySize.suggestContinueAsNew=16777216" not in lowered
