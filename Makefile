@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 MWP_PROTOCOL_ROOT ?= ../shared/mwp-0.1
 export MWP_PROTOCOL_ROOT
 
-.PHONY: install test lint typecheck unit conformance demo bench bench-group bench-log bench-scheduler bench-agents clean
+.PHONY: install test lint typecheck unit conformance demo bench bench-group bench-floor bench-log bench-scheduler bench-agents clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,9 +37,13 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.signed_documents
 
-# Accepted Commands per second into one Group, on the embedded stack (about 4 minutes).
+# Accepted Commands per second into one Group, on the embedded stack (about 3 minutes).
 bench-group: $(STAMP)
 	$(BIN)/python -m benchmarks.group_commands
+
+# The Temporal work a Command needs in this design (child start or signal), without the protocol.
+bench-floor: $(STAMP)
+	$(BIN)/python -m benchmarks.group_floor
 
 # Signed Group Event log: Events sealed and appended per second (folder, SeaweedFS S3) and replay.
 bench-log: $(STAMP)
