@@ -180,7 +180,9 @@ async def run(args: argparse.Namespace, state_dir: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--updates", type=int, default=1_890, help="Updates per measurement (under 2,000 a run)")
+    parser.add_argument(
+        "--updates", type=int, default=1_890, help="Updates per measurement (under 2,000 a run)"
+    )
     parser.add_argument("--in-flight", type=int, default=10, help="Updates in flight")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mwp-bench-floor-") as state_dir:
