@@ -16,11 +16,13 @@ Fixtures for later tests: ``temporal_stack``, ``mwp_client`` (an ``MwpClient``),
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,6 +69,11 @@ def temporal_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backgro
     try:
         yield stack
     finally:
+        record = os.environ.get("MWP_RECORD_HISTORIES")
+        if record:  # python -m tests.histories.record: keep every history this server made
+            from tests.histories.record import export_all
+
+            asyncio.run(export_all(stack.address, stack.namespace, Path(record)))
         stack.stop()
 
 

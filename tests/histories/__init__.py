@@ -1,0 +1,37 @@
+"""Recorded workflow histories, one folder per release, replayed against the current code.
+
+``python -m tests.histories.record RELEASE`` records a release's histories (see its docstring);
+``tests/integration/test_recorded_histories.py`` replays every one of them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from temporalio.client import WorkflowHistory
+
+HISTORIES = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class RecordedHistory:
+    """One run of one workflow, as a release recorded it."""
+
+    release: str
+    name: str  # what the scenario shows, e.g. ``mission-continued.run-2``
+    workflow_type: str
+    history: WorkflowHistory
+
+
+def recorded_histories(root: Path = HISTORIES) -> list[RecordedHistory]:
+    """Every history under ``root``/RELEASE/, in release and name order."""
+    found: list[RecordedHistory] = []
+    for path in sorted(root.glob("*/*.json")):
+        document = json.loads(path.read_text("utf-8"))
+        history = WorkflowHistory.from_json(document["workflowId"], document["history"])
+        found.append(
+            RecordedHistory(path.parent.name, path.stem, document["workflowType"], history)
+        )
+    return found

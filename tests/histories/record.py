@@ -1,0 +1,160 @@
+"""Record a release's workflow histories: ``python -m tests.histories.record RELEASE``.
+
+Runs the recording scenarios (``tests/integration/history_scenarios.py``) and the integration tests that
+reach the rarer paths (a child Mission, an AgentWorkflow rolling over with runs in flight, a
+registry continuing as new) against one dev server, exports every workflow history that server
+holds, and keeps one example of each shape below in ``tests/histories/RELEASE/``. Record with
+the code of the release being recorded, before changing any workflow; never edit a recorded
+history (the replay test exists to read old ones exactly as they were).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from tests.histories import HISTORIES
+
+# Recording needs these to run (their workflows), not to pass.
+SOURCES = (
+    "tests/integration/history_scenarios.py",
+    "tests/integration/test_child_and_follow_up_missions.py",
+    "tests/integration/test_agent_runtime.py::test_the_scheduler_rolls_over_between_runs_and_loses_no_work",
+    "tests/integration/test_organization_registry.py::test_continue_as_new_keeps_the_whole_state",
+)
+EXPORT_FILE = "export.jsonl"
+
+Run = dict[str, Any]  # workflowId, runId, workflowType, history (the JSON dict)
+
+
+async def export_all(address: str, namespace: str, into: Path) -> int:
+    """Write every run's history on the server to ``into``/export.jsonl; how many."""
+    client = await Client.connect(address, namespace=namespace)
+    count = 0
+    with (into / EXPORT_FILE).open("w", encoding="utf-8") as out:
+        async for execution in client.list_workflows():
+            handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+            history = await handle.fetch_history()
+            run = {
+                "workflowId": execution.id,
+                "runId": execution.run_id,
+                "workflowType": execution.workflow_type,
+                "history": history.to_json_dict(),
+            }
+            out.write(json.dumps(run) + "\n")
+            count += 1
+    return count
+
+
+def _event_types(run: Run) -> list[str]:
+    return [str(e["eventType"]) for e in run["history"]["events"]]
+
+
+def _has(run: Run, *event_types: str) -> bool:
+    kinds = set(_event_types(run))
+    return all(any(k.endswith(t) for k in kinds) for t in event_types)
+
+
+def _started(run: Run) -> dict[str, Any]:
+    attributes: dict[str, Any] = run["history"]["events"][0][
+        "workflowExecutionStartedEventAttributes"
+    ]
+    return attributes
+
+
+def _runs_in_order(runs: list[Run]) -> list[Run]:
+    """A workflow's runs, first to last (each continued run names the one before it)."""
+    by_previous = {_started(r).get("continuedExecutionRunId", ""): r for r in runs}
+    ordered, previous = [], ""
+    while previous in by_previous:
+        ordered.append(by_previous[previous])
+        previous = ordered[-1]["runId"]
+    return ordered
+
+
+def select(runs: Iterable[Run]) -> dict[str, Run]:
+    """One example of each shape the replay test must keep covering, by name."""
+    workflows: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        workflows[run["workflowId"]].append(run)
+    chains = {wid: _runs_in_order(rs) for wid, rs in workflows.items()}
+
+    def of_type(name: str) -> list[list[Run]]:
+        return [c for c in chains.values() if c and c[0]["workflowType"] == name]
+
+    def longest(name: str, keep: Callable[[list[Run]], bool] = lambda c: True) -> list[Run]:
+        candidates = [c for c in of_type(name) if keep(c)]
+        if not candidates:
+            raise SystemExit(f"no {name} history of the wanted shape was recorded")
+        return max(candidates, key=lambda c: (len(c), sum(len(_event_types(r)) for r in c)))
+
+    chosen: dict[str, Run] = {}
+
+    def keep(prefix: str, chain: list[Run]) -> None:
+        for number, run in enumerate(chain, start=1):
+            chosen[f"{prefix}.run-{number}"] = run
+
+    keep("mission-continued", longest("MissionWorkflow", lambda c: len(c) >= 3))
+    keep(
+        "mission-child",
+        longest("MissionWorkflow", lambda c: "parentWorkflowExecution" in _started(c[0])),
+    )
+    keep(
+        "work-item-timer-fired",
+        longest(
+            "WorkItemWorkflow",
+            lambda c: any(
+                _has(r, "TIMER_FIRED", "SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED") for r in c
+            ),
+        ),
+    )
+    keep(
+        "work-item-settled",
+        longest("WorkItemWorkflow", lambda c: _has(c[-1], "WORKFLOW_EXECUTION_COMPLETED")),
+    )
+    keep("registry-continued", longest("OrganizationRegistryWorkflow", lambda c: len(c) >= 2))
+    keep("registry-of-missions", longest("OrganizationRegistryWorkflow", lambda c: len(c) == 1))
+    keep("agent-rollover", longest("AgentWorkflow", lambda c: len(c) >= 2))
+    return chosen
+
+
+def write(chosen: dict[str, Run], release: str) -> Path:
+    folder = HISTORIES / release
+    if folder.exists():
+        raise SystemExit(f"{folder} exists: a release's histories are recorded once")
+    folder.mkdir(parents=True)
+    for name, run in sorted(chosen.items()):
+        document = {
+            "workflowType": run["workflowType"],
+            "workflowId": run["workflowId"],
+            "history": run["history"],
+        }
+        (folder / f"{name}.json").write_text(json.dumps(document, indent=1) + "\n", "utf-8")
+    return folder
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("release", help="the release these histories come from, e.g. 0.1.0")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "MWP_RECORD_HISTORIES": tmp}
+        subprocess.run([sys.executable, "-m", "pytest", "-q", *SOURCES], env=env, check=False)
+        lines = (Path(tmp) / EXPORT_FILE).read_text("utf-8").splitlines()
+        folder = write(select(json.loads(line) for line in lines), args.release)
+    print(f"recorded {len(list(folder.glob('*.json')))} histories in {folder}")
+
+
+if __name__ == "__main__":
+    main()

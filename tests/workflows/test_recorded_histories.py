@@ -1,0 +1,29 @@
+"""Every recorded history of every release replays against the current workflow code."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.worker import Replayer
+
+from tests.histories import RecordedHistory, recorded_histories
+from workers.authority import workflow_runner
+from workers.registry import WORKFLOWS
+from workflows.agent import AgentWorkflow
+
+RECORDED = recorded_histories()
+
+
+def test_each_workflow_type_has_recorded_histories() -> None:
+    recorded = {r.workflow_type for r in RECORDED}
+    assert {
+        "MissionWorkflow",
+        "WorkItemWorkflow",
+        "OrganizationRegistryWorkflow",
+        "AgentWorkflow",
+    } <= recorded
+
+
+@pytest.mark.parametrize("recorded", RECORDED, ids=lambda r: f"{r.release}/{r.name}")
+async def test_a_recorded_history_replays(recorded: RecordedHistory) -> None:
+    replayer = Replayer(workflows=[*WORKFLOWS, AgentWorkflow], workflow_runner=workflow_runner())
+    await replayer.replay_workflow(recorded.history)
