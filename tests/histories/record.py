@@ -1,17 +1,17 @@
 """Record a release's workflow histories: ``python -m tests.histories.record RELEASE``.
 
-Runs the recording scenarios (``tests/integration/history_scenarios.py``) and the integration tests that
-reach the rarer paths (a child Mission, an AgentWorkflow rolling over with runs in flight, a
-registry continuing as new) against one dev server, exports every workflow history that server
-holds, and keeps one example of each shape below in ``tests/histories/RELEASE/``. Record with
-the code of the release being recorded, before changing any workflow; never edit a recorded
-history (the replay test exists to read old ones exactly as they were).
+Runs the recording scenarios (``tests/integration/history_scenarios.py``) and the integration
+tests that reach the rarer paths (a child Mission, an AgentWorkflow rolling over with runs in
+flight, a registry continuing as new) against one dev server, exports every workflow history
+that server holds, and keeps one example of each shape :func:`select` names in
+``tests/histories/RELEASE/``. Record with the code of the release being recorded, before
+changing any workflow; never edit a recorded history (the replay test exists to read old ones
+exactly as they were).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import subprocess
