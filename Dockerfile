@@ -8,4 +8,4 @@ COPY workflows ./workflows
 COPY activities ./activities
 COPY workers ./workers
 RUN pip install --no-cache-dir .
-ENTRYPOINT ["python", "-m", "workers.authority"]
+ENTRYPOINT ["python", "-m", "mwp.workers.authority"]

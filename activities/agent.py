@@ -15,21 +15,23 @@ from typing import Any
 from temporalio import activity
 from temporalio.client import Client
 
-from mwp.agent.calls import (
+from mwp.agent.declaration import Agent
+from mwp.agent.execution import LeasedExecution, refusal
+from mwp.agent.progress import OwnerCommand
+from mwp.client import MwpClient
+from mwp.client.missions import MissionHandle
+from mwp.contracts.agent import (
     ACCEPT_OFFER,
     DISCLOSE_SCHEDULE,
     RUN_CAPABILITY,
+    ExecutionOrder,
+    ExecutionOutcome,
     OfferAcceptance,
     ScheduleUpdate,
     agent_workflow_id,
 )
-from mwp.agent.declaration import Agent
-from mwp.agent.execution import ExecutionOrder, ExecutionOutcome, LeasedExecution, refusal
-from mwp.agent.progress import OwnerCommand
-from mwp.client import MwpClient
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.schedule import SCHEDULE_DISCLOSE_KIND
-from mwp.missions import MissionHandle
 from mwp.stores.objects import ObjectStore
 
 Json = dict[str, Any]

@@ -16,9 +16,9 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from mwp.authority_keys import AuthorityKeyring
-from mwp.group_log import GroupEventLog
-from mwp.mission_names import MIRROR_EVENTS, MirrorBatch
+from mwp.contracts.mission import MIRROR_EVENTS, MirrorBatch
+from mwp.log.group_log import GroupEventLog
+from mwp.log.keys import AuthorityKeyring
 from mwp.stores.objects import ObjectStore, S3ObjectStore, open_store
 
 

@@ -1,7 +1,7 @@
 """The tool activity: runs an Agent's registered tool once per idempotency key (MWP-WRK-031).
 
 ``ToolActivities(agent, ledger).run_tool(call)`` derives the key from the call's Mission,
-WorkItem, Ownership Epoch and op ID (:meth:`mwp.agent.calls.ToolCall.key`), never from the
+WorkItem, Ownership Epoch and op ID (:meth:`mwp.contracts.agent.ToolCall.key`), never from the
 activity ID or attempt, and runs the tool through :meth:`ToolLedger.run_once`: a recorded
 result comes back without calling the tool; otherwise the tool runs (receiving the key as
 ``idempotency_key=`` when it accepts one) and its JSON result is recorded write-once.
@@ -22,15 +22,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from mwp.agent.actions import accepts_idempotency_key
-from mwp.agent.calls import (
+from mwp.agent.declaration import Agent
+from mwp.agent.ledger import ToolLedger, ToolLedgerError
+from mwp.contracts.agent import (
     INVALID_TOOL_CALL,
     RUN_TOOL,
     TOOL_RESULT_NOT_JSON,
     UNKNOWN_TOOL,
     ToolCall,
 )
-from mwp.agent.declaration import Agent
-from mwp.agent.ledger import ToolLedger, ToolLedgerError
 
 
 class ToolActivities:

@@ -53,23 +53,23 @@ from typing import Any
 
 from benchmarks.group_commands import CpuMeter, versions
 from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Progress, Submission
-from mwp.agent.calls import agent_workflow_id
 from mwp.agent.ledger import ToolLedger
-from mwp.agent.worker import (
+from mwp.client import Identity, MwpClient, OrganizationRegistryClient, new_id
+from mwp.client.missions import MissionClient, MissionHandle, group_authority, in_seconds
+from mwp.contracts.agent import agent_workflow_id
+from mwp.core.log.cursor import Cursor
+from mwp.core.trust.registry import Principal, RegistryEvidence
+from mwp.dev.scenario import CAPABILITY, definition_of_done, selection_basis, work_contract
+from mwp.dev.stack import DevStack, free_port, stack_config
+from mwp.log.delivery import subscribe
+from mwp.log.keys import AuthorityKeyring, provision_group_authority
+from mwp.stores.objects import ObjectStore, open_store
+from mwp.workers.agent import (
     build_agent_worker,
     ensure_registered,
     scheduler_inboxes,
     start_scheduler,
 )
-from mwp.authority_keys import AuthorityKeyring, provision_group_authority
-from mwp.client import Identity, MwpClient, OrganizationRegistryClient, new_id
-from mwp.core.cursor import Cursor
-from mwp.core.registry import Principal, RegistryEvidence
-from mwp.delivery import subscribe
-from mwp.dev_stack import DevStack, free_port, stack_config
-from mwp.missions import MissionClient, MissionHandle, group_authority, in_seconds
-from mwp.scenario import CAPABILITY, definition_of_done, selection_basis, work_contract
-from mwp.stores.objects import ObjectStore, open_store
 
 ORGANIZATION = "urn:mwp:organization:bench-agents"
 OWNER_ID = "urn:mwp:human:bench-owner"

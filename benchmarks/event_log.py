@@ -14,7 +14,7 @@ folder on the local disk.
   against Registry evidence, canonical bytes, sequence, hash chain, Event ID).
 * **replay, read + verify**: what a subscriber does: ``read(after, limit=500)`` pages from
   sequence 0, each entry fed to a ``ChainVerifier``.
-* **delivery**: ``mwp.delivery.subscribe`` from sequence 0 to the end (``follow=False``): each
+* **delivery**: ``mwp.log.delivery.subscribe`` from sequence 0 to the end (``follow=False``): each
   Event verified, chained and deduplicated, with a durable ``ack`` every 100 Events into a
   folder cursor store (fsync).
 
@@ -35,12 +35,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mwp.core.ed25519 import SigningKey
-from mwp.core.event_log import ChainVerifier
-from mwp.core.registry import KeyBinding, Principal, RegistryEvidence
-from mwp.core.values import parse_timestamp
-from mwp.delivery import FolderCursorStore, subscribe
-from mwp.group_log import GroupEventLog
+from mwp.core.log.event_log import ChainVerifier
+from mwp.core.trust.registry import KeyBinding, Principal, RegistryEvidence
+from mwp.core.wire.ed25519 import SigningKey
+from mwp.core.wire.values import parse_timestamp
+from mwp.log.delivery import FolderCursorStore, subscribe
+from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import FolderObjectStore, ObjectStore
 
 ORGANIZATION = "urn:mwp:organization:bench"
@@ -200,7 +200,7 @@ def main() -> None:
 
 
 def _s3(args: argparse.Namespace, key: SigningKey, evidence: RegistryEvidence) -> dict[str, float]:
-    from mwp.seaweed import SeaweedS3Server
+    from mwp.dev.seaweed import SeaweedS3Server
 
     with SeaweedS3Server() as server:
         store = server.object_store("mwp-bench")

@@ -58,12 +58,8 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from mwp.authority_keys import AuthorityKeyring, provision_group_authority
 from mwp.client import Identity, MwpClient, new_id, utc_now
-from mwp.core.errors import ErrorCode, MwpError
-from mwp.core.registry import Principal
-from mwp.dev_stack import WAL_PRAGMAS, DevStack, free_port, stack_config
-from mwp.missions import (
+from mwp.client.missions import (
     COMMAND_UPDATE,
     MissionClient,
     MissionHandle,
@@ -71,15 +67,19 @@ from mwp.missions import (
     in_seconds,
     workflow_not_ready,
 )
-from mwp.scenario import (
+from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.trust.registry import Principal
+from mwp.dev.scenario import (
     definition_of_done,
     evidence_for,
     result_manifest,
     selection_basis,
     work_contract,
 )
-from workers.registry import SANDBOX_PASSTHROUGH_MODULES
-from workflows.mission import unpack_snapshot
+from mwp.dev.stack import WAL_PRAGMAS, DevStack, free_port, stack_config
+from mwp.log.keys import AuthorityKeyring, provision_group_authority
+from mwp.workers.registry import SANDBOX_PASSTHROUGH_MODULES
+from mwp.workflows.mission import unpack_snapshot
 
 ORGANIZATION = "urn:mwp:organization:bench"
 NOOP_TASK_QUEUE = "mwp-bench-noop"

@@ -44,7 +44,7 @@ from benchmarks.group_commands import (
     _lanes,
     raw_update_rate,
 )
-from mwp.dev_stack import DevStack, free_port, stack_config
+from mwp.dev.stack import DevStack, free_port, stack_config
 
 FLOOR_TASK_QUEUE = "mwp-bench-floor"
 ITEM_STATE = SearchAttributeKey.for_keyword("WorkItemState")

@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mwp.core.ed25519 import SigningKey
-from mwp.core.jcs import canonicalize
-from mwp.core.registry import KeyBinding, Principal, RegistryEvidence
-from mwp.core.signed_document import sign, verify
-from mwp.core.strict_json import parse_bytes
-from mwp.core.values import parse_timestamp
+from mwp.core.trust.registry import KeyBinding, Principal, RegistryEvidence
+from mwp.core.trust.signed_document import sign, verify
+from mwp.core.wire.ed25519 import SigningKey
+from mwp.core.wire.jcs import canonicalize
+from mwp.core.wire.strict_json import parse_bytes
+from mwp.core.wire.values import parse_timestamp
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Progress, Submission
 from mwp.client import KeyStore
-from mwp.core.registry import Principal
-from mwp.state_dir import organization_id_of
+from mwp.client.state_dir import organization_id_of
+from mwp.core.trust.registry import Principal
 
 STATE = Path(os.environ.get("MWP_STATE_DIR", ".mwp"))
 card = CardInfo(organization_id_of(STATE), Principal("human", "urn:mwp:human:ada"), "Writer")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mwp.core.ed25519 import SigningKey
-from mwp.core.event_log import LogEntry, seal
-from mwp.core.registry import KeyBinding, Principal, RegistryEvidence
-from mwp.core.values import parse_timestamp
+from mwp.core.log.event_log import LogEntry, seal
+from mwp.core.trust.registry import KeyBinding, Principal, RegistryEvidence
+from mwp.core.wire.ed25519 import SigningKey
+from mwp.core.wire.values import parse_timestamp
 
 ORG = "urn:mwp:organization:test"
 GROUP = "urn:mwp:group:alpha"

@@ -1,6 +1,6 @@
 """The authority worker: Group Authorities and Organization services on one task queue.
 
-Run standalone with ``python -m workers.authority --address HOST:PORT``; ``mwp dev`` and the
+Run standalone with ``python -m mwp.workers.authority --address HOST:PORT``; ``mwp dev`` and the
 test fixture run the same worker in-process (:func:`build_authority_worker`).
 """
 
@@ -20,9 +20,9 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities.mirror import Mirror
-from mwp.temporal_names import AUTHORITY_TASK_QUEUE
-from workers.registry import ACTIVITIES, SANDBOX_PASSTHROUGH_MODULES, WORKFLOWS
+from mwp.activities.mirror import Mirror
+from mwp.contracts.names import AUTHORITY_TASK_QUEUE
+from mwp.workers.registry import ACTIVITIES, SANDBOX_PASSTHROUGH_MODULES, WORKFLOWS
 
 
 def workflow_runner(*, sandboxed: bool = True) -> WorkflowRunner:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from workflows.mission import MissionWorkflow
-from workflows.organization import OrganizationRegistryWorkflow
-from workflows.work_item import WorkItemWorkflow
+from mwp.workflows.mission import MissionWorkflow
+from mwp.workflows.organization import OrganizationRegistryWorkflow
+from mwp.workflows.work_item import WorkItemWorkflow
 
-# Workflow classes on the authority task queue (``mwp.temporal_names.AUTHORITY_TASK_QUEUE``).
+# Workflow classes on the authority task queue (``mwp.contracts.names.AUTHORITY_TASK_QUEUE``).
 WORKFLOWS: Sequence[type] = (OrganizationRegistryWorkflow, MissionWorkflow, WorkItemWorkflow)
 
 # Activity functions on the authority task queue.

@@ -34,14 +34,15 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from mwp.agent.calls import (
+    from mwp.contracts.agent import (
         ACCEPT_OFFER,
         DISCLOSE_SCHEDULE,
         RUN_CAPABILITY,
+        ExecutionOrder,
+        ExecutionOutcome,
         OfferAcceptance,
         ScheduleUpdate,
     )
-    from mwp.agent.execution import ExecutionOrder, ExecutionOutcome
     from mwp.core.scheduler import (
         AgentProfile,
         Declined,
@@ -51,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from mwp.core.scheduler.clock import seconds
     from mwp.core.scheduler.group_queue import snapshot_json
-    from mwp.core.values import format_utc
+    from mwp.core.wire.values import format_utc
 
 Json = dict[str, Any]
 

@@ -37,21 +37,8 @@ from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from mwp.core.errors import ErrorCode, MwpError
-    from mwp.core.group import GroupAuthority
-    from mwp.core.group.api import (
-        AuthorityContext,
-        ChildSettled,
-        Envelope,
-        Outcome,
-        TimerFired,
-    )
-    from mwp.core.group.artifact import embedded_manifest
-    from mwp.core.jcs import canonicalize, sha256_ref
-    from mwp.core.registry import Principal
-    from mwp.core.signed_document import PROFILES, verify, verify_value
-    from mwp.core.values import format_utc
-    from mwp.mission_names import (
+    from mwp.contracts.errors import to_application_error
+    from mwp.contracts.mission import (
         MIRROR_BATCH_LIMIT,
         MIRROR_EVENTS,
         MIRROR_OUTBOX_LIMIT,
@@ -62,16 +49,29 @@ with workflow.unsafe.imports_passed_through():
         mission_workflow_id,
         work_item_workflow_id,
     )
-    from mwp.organization import (
+    from mwp.contracts.names import AUTHORITY_TASK_QUEUE
+    from mwp.core.errors import ErrorCode, MwpError
+    from mwp.core.group import GroupAuthority
+    from mwp.core.group.api import (
+        AuthorityContext,
+        ChildSettled,
+        Envelope,
+        Outcome,
+        TimerFired,
+    )
+    from mwp.core.group.artifact import embedded_manifest
+    from mwp.core.organization.service import (
         SIGNAL_MISSION_APPROVED,
         SIGNAL_REGISTRY_CHANGED,
         SIGNAL_SUBSCRIBE,
         RegistrySubscription,
         organization_workflow_id,
     )
-    from mwp.temporal_errors import to_application_error
-    from mwp.temporal_names import AUTHORITY_TASK_QUEUE
-    from workflows.work_item import TERMINAL_STATES, WorkItemInput, WorkItemWorkflow
+    from mwp.core.trust.registry import Principal
+    from mwp.core.trust.signed_document import PROFILES, verify, verify_value
+    from mwp.core.wire.jcs import canonicalize, sha256_ref
+    from mwp.core.wire.values import format_utc
+    from mwp.workflows.work_item import TERMINAL_STATES, WorkItemInput, WorkItemWorkflow
 
 MISSION_ID = SearchAttributeKey.for_keyword("MissionId")
 GROUP_ID = SearchAttributeKey.for_keyword("GroupId")

@@ -1,10 +1,11 @@
 """``OrganizationRegistryWorkflow``: the Organization's Agent Registry and session service.
 
 One per Organization, workflow ID ``organization_workflow_id(orgId)`` (``mwp-org-...``), on
-the authority task queue. The decisions are :class:`mwp.organization.OrganizationRegistry`'s;
-this shell adds what only a workflow has: one-at-a-time Updates, a durable home for the state,
-continue-as-new, and notices to subscribed Group Authorities. The Command kinds, the trust
-root and the subscription protocol are documented in :mod:`mwp.organization`.
+the authority task queue. The decisions are
+:class:`mwp.core.organization.service.OrganizationRegistry`'s; this shell adds what only a
+workflow has: one-at-a-time Updates, a durable home for the state, continue-as-new, and notices
+to subscribed Group Authorities. The Command kinds, the trust
+root and the subscription protocol are documented in :mod:`mwp.core.organization.service`.
 
 * Updates ``register_key_binding``, ``change_key_validity``, ``register_agent_card`` and
   ``open_session`` each take one signed Command as its exact wire JSON text. The validator
@@ -27,9 +28,9 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from mwp.contracts.errors import as_temporal_failure
     from mwp.core.errors import ErrorCode, MwpError
-    from mwp.core.values import format_utc
-    from mwp.organization import (
+    from mwp.core.organization.service import (
         AGENT_CARD_REGISTER,
         KEY_BINDING_REGISTER,
         KEY_VALIDITY_CHANGE,
@@ -49,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         OrganizationRegistry,
         OrganizationRegistryInput,
     )
-    from mwp.temporal_errors import as_temporal_failure
+    from mwp.core.wire.values import format_utc
 
 # The failure type of a signal to a workflow that does not exist or has closed for good.
 _SUBSCRIBER_GONE = "ExternalWorkflowExecutionNotFound"

@@ -16,7 +16,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from mwp.agent.calls import NON_RETRYABLE_TOOL_ERRORS, RUN_TOOL, ToolCall
+    from mwp.contracts.agent import NON_RETRYABLE_TOOL_ERRORS, RUN_TOOL, ToolCall
 
 # Retries with exponential backoff; a call that cannot succeed (unknown tool, invalid call,
 # a result that is not JSON) fails at once. Callers bound the whole call with

@@ -22,7 +22,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
 with workflow.unsafe.imports_passed_through():
-    from mwp.core.values import instant_to_datetime, parse_timestamp
+    from mwp.core.wire.values import instant_to_datetime, parse_timestamp
 
 TERMINAL_STATES = frozenset({"verified", "cancelled"})
 

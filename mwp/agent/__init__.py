@@ -21,7 +21,6 @@ from mwp.agent.declaration import (
     SchemaRef,
     ToolSpec,
 )
-from mwp.agent.idempotency import attempt_key, tool_key
 from mwp.agent.ledger import ToolLedger, ToolLedgerError, ToolRecord
 from mwp.agent.local import LocalCapabilityRunner, LocalOutcome
 from mwp.agent.progress import (
@@ -34,6 +33,7 @@ from mwp.agent.progress import (
     progress_command,
     submit_command,
 )
+from mwp.core.idempotency import attempt_key, tool_key
 
 __all__ = [
     "ANY_OBJECT",

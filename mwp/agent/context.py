@@ -98,7 +98,7 @@ class CapabilityContext(Protocol):
     ) -> Any:
         """Run a tool (a function or a registered tool's name) once per ``op_id``.
 
-        The idempotency key is :func:`mwp.agent.idempotency.tool_key` of this WorkItem, its
+        The idempotency key is :func:`mwp.core.idempotency.tool_key` of this WorkItem, its
         Ownership Epoch and ``op_id``; a tool with an ``idempotency_key`` keyword parameter
         receives it, to pass on to the external system.
         """

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mwp.client import Identity, agent_card
-from mwp.core.jcs import canonicalize, sha256_ref
-from mwp.core.registry import Principal
-from mwp.core.values import is_absolute_uri, is_identifier, is_sha256_ref
+from mwp.core.trust.registry import Principal
+from mwp.core.wire.jcs import canonicalize, sha256_ref
+from mwp.core.wire.values import is_absolute_uri, is_identifier, is_sha256_ref
 
 if TYPE_CHECKING:
     from mwp.agent.context import CapabilityContext
@@ -225,16 +225,6 @@ class Agent:
             if spec is not None:
                 return spec
         return None
-
-    # --- running --------------------------------------------------------------------------
-
-    async def run(self, **options: Any) -> Any:
-        """Run this agent's runtime, as ``mwp agent run`` does, until ``stop`` (an
-        :class:`asyncio.Event`) is set or, without one, SIGINT or SIGTERM; the options are
-        those of :func:`mwp.agent.worker.run_agent_worker`. Returns the ``AgentSession``."""
-        from mwp.agent.worker import run_agent_worker  # the declaration itself stays I/O-free
-
-        return await run_agent_worker(self, **options)
 
     # --- the Agent Card ---------------------------------------------------------------------
 

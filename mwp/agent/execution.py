@@ -32,7 +32,6 @@ import hashlib
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
 from mwp.agent.actions import (
@@ -43,7 +42,6 @@ from mwp.agent.actions import (
 )
 from mwp.agent.context import Blocked, CapabilityContext, CapabilityFailure, Preempted
 from mwp.agent.declaration import Agent, CapabilitySpec
-from mwp.agent.idempotency import tool_key
 from mwp.agent.ledger import ToolLedger
 from mwp.agent.progress import (
     OwnerCommand,
@@ -54,10 +52,12 @@ from mwp.agent.progress import (
     submit_command,
 )
 from mwp.client import utc_now
+from mwp.contracts.agent import ExecutionOrder, ExecutionOutcome
 from mwp.core.errors import ErrorCode, MwpError
-from mwp.core.event_log import group_segment
-from mwp.core.jcs import canonicalize
-from mwp.core.strict_json import parse_bytes
+from mwp.core.idempotency import tool_key
+from mwp.core.log.event_log import group_segment
+from mwp.core.wire.jcs import canonicalize
+from mwp.core.wire.strict_json import parse_bytes
 from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import ObjectStore
 
@@ -89,30 +89,6 @@ class OwnerChannel(Protocol):
     async def preemption_requested(self) -> bool:
         """Whether the Worker Scheduler asked this run to stop at its next checkpoint."""
         ...
-
-
-@dataclass
-class ExecutionOrder:
-    """What the Worker Scheduler dispatches to a slot (the capability activity's input)."""
-
-    agent_id: str
-    session_epoch: int
-    group_id: str
-    mission_id: str
-    work_item_id: str
-    ownership_epoch: int
-    resume_from: str | None = None
-    lease_seconds: int = 60
-
-
-@dataclass
-class ExecutionOutcome:
-    """How a run ended: ``submitted``, ``blocked``, ``preempted``, ``failed``, ``fenced`` or
-    ``not_started``; the lease it ran under and what the Authority said."""
-
-    status: str
-    lease_id: str | None = None
-    detail: Json = field(default_factory=dict)
 
 
 def checkpoint_key(ref: str) -> str:

@@ -4,7 +4,7 @@ handed in order to the Worker Scheduler.
 :class:`GroupInboxes` finds every Group log in the object store, reads each one after the
 Cursor the Scheduler last acknowledged (so a Scheduler that lost its state, or continued as
 new, is rebuilt by replay from sequence 1), verifies every Event with the Organization's
-Registry evidence and the hash chain (:func:`mwp.delivery.subscribe`), and passes batches to
+Registry evidence and the hash chain (:func:`mwp.log.delivery.subscribe`), and passes batches to
 ``deliver``. Only what the Scheduler projects is passed on: the Event kinds it reads, with the
 members it reads, so a busy Group does not fill the AgentWorkflow's history with signatures.
 The Group Event log stays authoritative; the inbox holds no state of its own.
@@ -19,12 +19,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from mwp.core.cursor import Cursor
-from mwp.core.registry import Principal, RegistryEvidence
+from mwp.core.log.cursor import Cursor
 from mwp.core.scheduler.group_queue import SCHEDULED_KINDS
 from mwp.core.scheduler.model import TERMS_MEMBERS
-from mwp.delivery import DeliveryError, subscribe
-from mwp.group_log import GroupEventLog
+from mwp.core.trust.registry import Principal, RegistryEvidence
+from mwp.log.delivery import DeliveryError, subscribe
+from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import ObjectStore
 
 Json = dict[str, Any]

@@ -29,9 +29,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mwp.core.jcs import JcsDataModelError, canonicalize
-from mwp.core.strict_json import JsonSyntaxError, parse_bytes
-from mwp.core.values import is_sha256_ref
+from mwp.core.wire.jcs import JcsDataModelError, canonicalize
+from mwp.core.wire.strict_json import JsonSyntaxError, parse_bytes
+from mwp.core.wire.values import is_sha256_ref
 from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import ObjectConflict, ObjectStore
 

@@ -23,7 +23,6 @@ from mwp.agent.actions import (
 )
 from mwp.agent.context import Blocked, CapabilityContext, Preempted
 from mwp.agent.declaration import Agent, CapabilitySpec
-from mwp.agent.idempotency import tool_key
 from mwp.agent.ledger import ToolLedger
 from mwp.agent.progress import (
     OwnerCommand,
@@ -35,7 +34,8 @@ from mwp.agent.progress import (
     submit_command,
 )
 from mwp.client import utc_now
-from mwp.core.jcs import canonicalize, sha256_ref
+from mwp.core.idempotency import tool_key
+from mwp.core.wire.jcs import canonicalize, sha256_ref
 from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import ObjectStore
 

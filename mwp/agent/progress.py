@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from mwp.core.errors import ErrorCode, MwpError
-from mwp.core.values import format_utc, is_identifier, is_profile_timestamp, is_sha256_ref
+from mwp.core.wire.values import format_utc, is_identifier, is_profile_timestamp, is_sha256_ref
 
 WORK_CHECKPOINT = "work.checkpoint"
 WORK_BLOCK = "work.block"

@@ -1,10 +1,11 @@
 """Runner for the Admission bundle: 5 cases, 30 evaluations (spec 6.4, 22).
 
 Every evaluation reruns the real six-stage verification, then first admission or historical
-replay through :mod:`mwp.core.admission`. The manifest's ``trustedContext``, ``lookup`` and
-``append`` members are test-harness metadata; :class:`ManifestAdmissionLog` turns them into
-the typed results a deployed Admission Log would return, and records any call the manifest
-does not allow (an append during replay, trusted context requested after a found record).
+replay through :mod:`mwp.core.trust.admission`. The manifest's ``trustedContext``,
+``lookup`` and ``append`` members are test-harness metadata; :class:`ManifestAdmissionLog`
+turns them into the typed results a deployed Admission Log would return, and records any call
+the manifest does not allow (an append during replay, trusted context requested after a found
+record).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from mwp.conformance import bundle
 from mwp.conformance.result import BundleResult
-from mwp.core.admission import (
+from mwp.core.trust.admission import (
     AdmissionError,
     AppendCommitted,
     AppendExisting,
@@ -31,10 +32,10 @@ from mwp.core.admission import (
     record_schema_violation,
     verify_historical,
 )
-from mwp.core.jcs import sha256_ref
-from mwp.core.registry import Principal
-from mwp.core.signed_document import VerificationError, VerifiedDocument, verify
-from mwp.core.strict_json import JsonSyntaxError, parse_bytes
+from mwp.core.trust.registry import Principal
+from mwp.core.trust.signed_document import VerificationError, VerifiedDocument, verify
+from mwp.core.wire.jcs import sha256_ref
+from mwp.core.wire.strict_json import JsonSyntaxError, parse_bytes
 
 MANIFEST = "admission/manifest.json"
 CRYPTOGRAPHY_MANIFEST = "cryptography/manifest.json"

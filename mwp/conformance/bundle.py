@@ -20,8 +20,8 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from mwp.conformance.result import BundleResult
-from mwp.core.jcs import JcsDataModelError, canonicalize, sha256_ref
-from mwp.core.strict_json import JsonSyntaxError, JsonValue, parse_bytes
+from mwp.core.wire.jcs import JcsDataModelError, canonicalize, sha256_ref
+from mwp.core.wire.strict_json import JsonSyntaxError, JsonValue, parse_bytes
 
 # Where each bundle's schemas live; every file matching these globs is registered by its $id.
 SCHEMA_GLOBS: tuple[str, ...] = (

@@ -7,11 +7,11 @@ from typing import Any
 
 from mwp.conformance import bundle
 from mwp.conformance.result import BundleResult
-from mwp.core.ed25519 import SigningKey
-from mwp.core.jcs import canonicalize, sha256_ref
-from mwp.core.signed_document import PROFILES, VerificationError, sign, verify
-from mwp.core.strict_json import parse_bytes
-from mwp.core.values import b64url_decode, b64url_encode
+from mwp.core.trust.signed_document import PROFILES, VerificationError, sign, verify
+from mwp.core.wire.ed25519 import SigningKey
+from mwp.core.wire.jcs import canonicalize, sha256_ref
+from mwp.core.wire.strict_json import parse_bytes
+from mwp.core.wire.values import b64url_decode, b64url_encode
 
 MANIFEST = "cryptography/manifest.json"
 

@@ -21,7 +21,7 @@ from mwp.conformance.bundle import (
     read_json,
 )
 from mwp.conformance.result import BundleResult
-from mwp.core.strict_json import JsonSyntaxError, JsonValue, parse_bytes
+from mwp.core.wire.strict_json import JsonSyntaxError, JsonValue, parse_bytes
 
 MANIFEST = "conformance/manifest.json"
 SCHEMA_DIR = "schemas"
@@ -64,17 +64,17 @@ class Verdict:
 
 
 def schema_name(schema_path: str) -> str:
-    """The name `mwp.models.validate_document` takes: the schema's file name."""
+    """The name `mwp.core.models.validate_document` takes: the schema's file name."""
     return PurePosixPath(schema_path).name
 
 
 def project_model_check() -> ModelCheck:
-    """`mwp.models.validate_document`, adapted to a verdict.
+    """`mwp.core.models.validate_document`, adapted to a verdict.
 
     Imported by name at run time so this runner loads (and reports a clear failure) even
     while the models package is incomplete.
     """
-    models = importlib.import_module("mwp.models")
+    models = importlib.import_module("mwp.core.models")
     validate = models.validate_document
     invalid: type[Exception] = models.DocumentInvalid
 

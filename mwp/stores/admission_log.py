@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mwp.core.admission import (
+from mwp.core.trust.admission import (
     AdmissionError,
     AppendCommitted,
     AppendResult,
@@ -45,9 +45,9 @@ from mwp.core.admission import (
     decide_append,
     parse_record,
 )
-from mwp.core.jcs import canonicalize, sha256_ref
-from mwp.core.registry import Principal
-from mwp.core.values import b64url_encode, is_identifier
+from mwp.core.trust.registry import Principal
+from mwp.core.wire.jcs import canonicalize, sha256_ref
+from mwp.core.wire.values import b64url_encode, is_identifier
 
 SCHEMA_VERSION = "1"
 GENESIS = "sha256:" + "0" * 64

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from mwp.core.ed25519 import SigningKey
 from mwp.core.errors import ErrorCode, MwpError
-from mwp.core.jcs import canonicalize
-from mwp.core.registry import RegistryEvidence
-from mwp.core.signed_document import VerifiedDocument, sign, signing_hash, verify
+from mwp.core.trust.registry import RegistryEvidence
+from mwp.core.trust.signed_document import VerifiedDocument, sign, signing_hash, verify
+from mwp.core.wire.ed25519 import SigningKey
+from mwp.core.wire.jcs import canonicalize
 from mwp.stores.objects import CHUNK_SIZE, DigestMismatch, ObjectConflict, ObjectStore, iter_keys
 
 CONTENT_PREFIX = "artifacts/sha256/"
@@ -152,7 +152,7 @@ def new_manifest(
 
 def sign_manifest(manifest: Mapping[str, Any], key_id: str, key: SigningKey) -> dict[str, Any]:
     """Sign as the producing Agent (the Artifact profile's signer is ``producer.agentId``)."""
-    from mwp.models import validate_document
+    from mwp.core.models import validate_document
 
     signed = sign(manifest, "artifact", key_id, key)
     validate_document("artifact.schema.json", signed)
@@ -328,7 +328,7 @@ class ArtifactStore:
             if evidence is not None:
                 document = verify(data, "artifact", evidence).document
             else:
-                from mwp.core.strict_json import JsonSyntaxError, parse_bytes
+                from mwp.core.wire.strict_json import JsonSyntaxError, parse_bytes
 
                 try:
                     document = parse_bytes(data)

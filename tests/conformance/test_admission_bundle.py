@@ -13,8 +13,8 @@ import pytest
 
 from mwp.conformance import admission as runner
 from mwp.conformance import bundle
-from mwp.core import admission
-from mwp.core.registry import KeyValidity, Principal
+from mwp.core.trust import admission
+from mwp.core.trust.registry import KeyValidity, Principal
 
 MANIFEST = "admission/manifest.json"
 

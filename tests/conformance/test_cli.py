@@ -63,7 +63,7 @@ def assert_summary_shape(stdout: str, bundles: list[str]) -> dict[str, dict[str,
 
 def test_full_conformance_passes_with_exact_json(protocol_root_path: Path) -> None:
     require(
-        "mwp.models:validate_document",
+        "mwp.core.models:validate_document",
         "mwp.conformance.cryptography",
         "mwp.conformance.admission",
     )
@@ -77,7 +77,7 @@ def test_full_conformance_passes_with_exact_json(protocol_root_path: Path) -> No
 
 
 def test_structural_human_report_passes(protocol_root_path: Path) -> None:
-    require("mwp.models:validate_document")
+    require("mwp.core.models:validate_document")
     completed = mwp("conformance", "--root", str(protocol_root_path), "--bundle", "structural")
     assert completed.returncode == 0, completed.stdout
     lines = completed.stdout.splitlines()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import mwp.core.signed_document as codec
+import mwp.core.trust.signed_document as codec
 from mwp.conformance import cryptography
-from mwp.core import registry as registry_module
+from mwp.core.trust import registry as registry_module
 
 
 def _mismatched(result: cryptography.BundleResult) -> set[str]:

@@ -15,8 +15,8 @@ from jsonschema import Draft202012Validator, FormatChecker
 
 from mwp.conformance import bundle, structural
 from mwp.conformance.result import BundleResult
-from mwp.core.jcs import sha256_ref
-from mwp.core.strict_json import JsonValue, parse_bytes
+from mwp.core.wire.jcs import sha256_ref
+from mwp.core.wire.strict_json import JsonValue, parse_bytes
 
 SCHEMA_BASE = "https://missionweaveprotocol.dev/schemas/0.1/"
 CRYPTO_MANIFEST = "cryptography/manifest.json"
@@ -118,7 +118,7 @@ def test_models_are_asked_by_schema_file_name() -> None:
 
 
 def test_project_models_are_adapted_to_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
-    class DocumentInvalid(ValueError):  # noqa: N818 (the name mwp.models exports)
+    class DocumentInvalid(ValueError):  # noqa: N818 (the name mwp.core.models exports)
         pass
 
     def validate_document(schema_name: str, value: JsonValue) -> object:
@@ -128,10 +128,10 @@ def test_project_models_are_adapted_to_verdicts(monkeypatch: pytest.MonkeyPatch)
             raise DocumentInvalid(f"{schema_name}: not ok")
         return value
 
-    fake = types.ModuleType("mwp.models")
+    fake = types.ModuleType("mwp.core.models")
     fake.validate_document = validate_document  # type: ignore[attr-defined]
     fake.DocumentInvalid = DocumentInvalid  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "mwp.models", fake)
+    monkeypatch.setitem(sys.modules, "mwp.core.models", fake)
     check = structural.project_model_check()
     assert check("lease.schema.json", {"ok": True}) is None
     assert check("lease.schema.json", {"ok": False}) == "lease.schema.json: not ok"

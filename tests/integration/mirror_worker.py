@@ -15,8 +15,8 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.mirror import Mirror
-from mwp.authority_keys import AuthorityKeyring
+from mwp.activities.mirror import Mirror
+from mwp.log.keys import AuthorityKeyring
 from mwp.stores.objects import open_store
 
 

@@ -21,16 +21,17 @@ from typing import Any, Final
 import pytest
 
 from mwp.client import Identity, MwpClient, new_id, utc_now, wire_text
-from mwp.core.errors import ErrorCode
-from mwp.core.registry import Principal
-from mwp.missions import (
+from mwp.client.missions import (
     COMMAND_UPDATE,
     MissionClient,
     MissionHandle,
     in_seconds,
     resending_until_decided,
 )
-from mwp.scenario import (
+from mwp.contracts.errors import RemoteMwpError, raising_mwp_errors
+from mwp.core.errors import ErrorCode
+from mwp.core.trust.registry import Principal
+from mwp.dev.scenario import (
     definition_of_done,
     evidence_for,
     mission_budget,
@@ -39,7 +40,6 @@ from mwp.scenario import (
     selection_basis,
     work_contract,
 )
-from mwp.temporal_errors import RemoteMwpError, raising_mwp_errors
 from tests.integration.conftest import Organization, new_organization
 
 OWNERSHIP_EXPIRED = "ext.missionweaveprotocol.core.ownership_expired"

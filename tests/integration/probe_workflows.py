@@ -10,7 +10,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from mwp.organization import (
+    from mwp.core.organization.service import (
         SIGNAL_REGISTRY_CHANGED,
         SIGNAL_SUBSCRIBE,
         SIGNAL_UNSUBSCRIBE,

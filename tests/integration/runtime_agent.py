@@ -29,7 +29,7 @@ from mwp.agent import (
     Submission,
 )
 from mwp.client import Identity, KeyStore
-from mwp.core.registry import Principal
+from mwp.core.trust.registry import Principal
 from tests.integration import tool_agent
 
 STEPS = 3

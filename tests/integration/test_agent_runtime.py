@@ -21,29 +21,30 @@ from typing import Any
 import pytest
 
 from mwp.agent import Agent
-from mwp.agent.calls import agent_task_queue, agent_workflow_id
 from mwp.agent.execution import LATE_RESULT_PREFIX
 from mwp.agent.ledger import ToolLedger
-from mwp.agent.worker import (
-    build_agent_worker,
-    ensure_registered,
-    scheduler_inboxes,
-    start_scheduler,
-)
 from mwp.cli import main
 from mwp.client import Identity, KeyStore, MwpClient, new_id
+from mwp.client.missions import in_seconds
+from mwp.client.state_dir import ORGANIZATION_FILE
+from mwp.contracts.agent import agent_task_queue, agent_workflow_id
 from mwp.core.errors import ErrorCode
 from mwp.core.group import OWNERSHIP_EXPIRED_KIND
 from mwp.core.group.execution_lease import LEASE_REVOKED_KIND
-from mwp.core.jcs import sha256_ref
-from mwp.core.registry import Principal
 from mwp.core.scheduler import starvation_bound
-from mwp.dev_stack import BackgroundStack
-from mwp.missions import in_seconds
-from mwp.scenario import evidence_for, work_contract
-from mwp.state_dir import ORGANIZATION_FILE
+from mwp.core.trust.registry import Principal
+from mwp.core.wire.jcs import sha256_ref
+from mwp.dev.scenario import evidence_for, work_contract
+from mwp.dev.stack import BackgroundStack
 from mwp.stores.artifacts import ArtifactStore, content_key
 from mwp.stores.objects import open_store
+from mwp.workers.agent import (
+    build_agent_worker,
+    ensure_registered,
+    run_agent_worker,
+    scheduler_inboxes,
+    start_scheduler,
+)
 from tests.integration import runtime_agent, tool_agent
 from tests.integration.conftest import stack_log_location
 from tests.integration.missions_helper import MissionRig, WorkItemRef, eventually, new_mission
@@ -549,7 +550,8 @@ async def test_await_agent_run_serves_the_agent_until_stopped(
     )
     ready, stop = asyncio.Event(), asyncio.Event()
     running = asyncio.create_task(
-        agent.run(
+        run_agent_worker(
+            agent,
             address=temporal_stack.address,
             state_dir=state,
             organization_id=organization.organization_id,

@@ -18,13 +18,13 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from mwp.agent.calls import ToolCall, agent_task_queue
 from mwp.agent.ledger import ToolLedger
-from mwp.agent.worker import build_agent_worker
 from mwp.cli import main
 from mwp.client import KeyStore, MwpClient
-from mwp.dev_stack import BackgroundStack
+from mwp.contracts.agent import ToolCall, agent_task_queue
+from mwp.dev.stack import BackgroundStack
 from mwp.stores.objects import open_store
+from mwp.workers.agent import build_agent_worker
 from tests.integration import tool_agent
 from tests.integration.conftest import authority_worker_on, new_organization
 from tests.integration.missions_helper import eventually

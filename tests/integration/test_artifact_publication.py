@@ -8,7 +8,7 @@ from typing import Any
 
 from mwp.client import MwpClient, utc_now
 from mwp.core.errors import ErrorCode
-from mwp.scenario import result_manifest
+from mwp.dev.scenario import result_manifest
 from tests.integration.missions_helper import (
     MissionRig,
     WorkItemRef,

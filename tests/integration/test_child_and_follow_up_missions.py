@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from mwp.client import Identity, MwpClient, new_id
+from mwp.client.missions import MissionHandle, in_seconds
 from mwp.core.errors import ErrorCode
-from mwp.core.registry import Principal
-from mwp.missions import MissionHandle, in_seconds
-from mwp.scenario import definition_of_done, mission_budget
+from mwp.core.trust.registry import Principal
+from mwp.dev.scenario import definition_of_done, mission_budget
+from mwp.workers.authority import workflow_runner
 from tests.integration.missions_helper import (
     Crew,
     MissionRig,
@@ -26,7 +27,6 @@ from tests.integration.missions_helper import (
     refused,
 )
 from tests.integration.test_workflow_replay import _histories, _replayer
-from workers.authority import workflow_runner
 
 ITEM_BUDGET = {"currency": "USD", "financialLimit": 10, "toolCallLimit": 100}
 

@@ -17,8 +17,9 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from mwp.client import Identity, connect
-from mwp.core.registry import Principal
-from mwp.dev_stack import (
+from mwp.core.organization.service import organization_workflow_id
+from mwp.core.trust.registry import Principal
+from mwp.dev.stack import (
     BackgroundStack,
     DevStack,
     StackConfig,
@@ -29,7 +30,6 @@ from mwp.dev_stack import (
     temporal_binary,
     terminate_process,
 )
-from mwp.organization import organization_workflow_id
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,11 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mwp.client import MwpClient
-from mwp.dev_stack import BackgroundStack
-from mwp.group_log import GroupEventLog
-from mwp.log_rebuild import compare, rebuild
-from mwp.missions import group_authority
-from mwp.seaweed import SeaweedS3Server
+from mwp.client.missions import group_authority
+from mwp.dev.seaweed import SeaweedS3Server
+from mwp.dev.stack import BackgroundStack
+from mwp.log.group_log import GroupEventLog
+from mwp.log.rebuild import compare, rebuild
 from mwp.stores.objects import open_store
 from tests.integration.conftest import stack_keyring, stack_log_location
 from tests.integration.missions_helper import (

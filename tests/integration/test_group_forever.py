@@ -19,8 +19,8 @@ from typing import Any
 from temporalio.client import WorkflowExecutionStatus
 
 from mwp.client import Identity, MwpClient
+from mwp.contracts.errors import RemoteMwpError
 from mwp.core.errors import ErrorCode
-from mwp.temporal_errors import RemoteMwpError
 from tests.integration.missions_helper import (
     MissionRig,
     admit_workers,

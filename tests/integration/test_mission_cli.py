@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from mwp.client import connect, new_id
-from mwp.dev_stack import BackgroundStack
-from mwp.missions import MissionClient, in_seconds
-from mwp.scenario import selection_basis, work_contract
+from mwp.client.missions import MissionClient, in_seconds
+from mwp.dev.scenario import selection_basis, work_contract
+from mwp.dev.stack import BackgroundStack
 from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import open_store
 from tests.integration.test_registry_cli import _run

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from mwp.client import Identity, MwpClient, new_id
+from mwp.client.missions import in_seconds
 from mwp.core.errors import ErrorCode
-from mwp.core.signed_document import sign, signing_hash
-from mwp.missions import in_seconds
-from mwp.scenario import work_contract
+from mwp.core.trust.signed_document import sign, signing_hash
+from mwp.dev.scenario import work_contract
 from tests.integration.missions_helper import (
     MissionRig,
     admit_workers,

@@ -21,16 +21,16 @@ from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
 from mwp.client import ClientError, MwpClient, new_id
-from mwp.core.errors import ErrorCode
-from mwp.core.values import instant_to_datetime, parse_timestamp
-from mwp.mission_names import TimerReport
-from mwp.missions import (
+from mwp.client.missions import (
     group_authority,
     in_seconds,
     resending_until_decided,
     workflow_not_ready,
 )
-from mwp.temporal_errors import RemoteMwpError
+from mwp.contracts.errors import RemoteMwpError
+from mwp.contracts.mission import TimerReport
+from mwp.core.errors import ErrorCode
+from mwp.core.wire.values import instant_to_datetime, parse_timestamp
 from tests.integration.missions_helper import (
     EXECUTION_LEASE_RENEW,
     OWNERSHIP_EXPIRED,

@@ -12,12 +12,10 @@ from typing import Any
 import pytest
 
 from mwp.client import Identity, MwpClient, wire_text
+from mwp.contracts.errors import RemoteMwpError, from_temporal_failure, raising_mwp_errors
 from mwp.core.errors import ErrorCode, MwpError
-from mwp.core.registry import Principal
-from mwp.core.signed_document import signing_hash, verify
-from mwp.core.values import format_utc
-from mwp.models import validate_document
-from mwp.organization import (
+from mwp.core.models import validate_document
+from mwp.core.organization.service import (
     KEY_BINDING_REGISTER,
     REGISTRY_WORKFLOW_TYPE,
     SESSION_OPEN,
@@ -27,7 +25,9 @@ from mwp.organization import (
     RegistrySubscription,
     organization_workflow_id,
 )
-from mwp.temporal_errors import RemoteMwpError, from_temporal_failure, raising_mwp_errors
+from mwp.core.trust.registry import Principal
+from mwp.core.trust.signed_document import signing_hash, verify
+from mwp.core.wire.values import format_utc
 from tests.integration.conftest import Organization, authority_worker_on, new_organization
 from tests.integration.probe_workflows import RegistrySubscriberProbe
 

@@ -11,9 +11,9 @@ import pytest
 
 from mwp.cli import main
 from mwp.client import Identity, KeyStore, connect, wire_text
-from mwp.core.registry import RegistryEvidence
-from mwp.core.signed_document import verify
-from mwp.dev_stack import BackgroundStack, free_port
+from mwp.core.trust.registry import RegistryEvidence
+from mwp.core.trust.signed_document import verify
+from mwp.dev.stack import BackgroundStack, free_port
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -100,7 +100,7 @@ def test_registry_commands_explain_a_missing_stack(
 
 def test_key_files_refuse_loose_permissions(tmp_path: Path) -> None:
     from mwp.client import ClientError
-    from mwp.core.registry import Principal
+    from mwp.core.trust.registry import Principal
 
     identity = Identity.generate(Principal("human", "urn:mwp:human:ada"))
     path = tmp_path / "ada.json"

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from mwp.client import MwpClient
+from mwp.contracts.mission import work_item_workflow_id
 from mwp.core.errors import ErrorCode
 from mwp.core.group import WORK_ITEM_VIEW_EXTRAS, schema_part
-from mwp.mission_names import work_item_workflow_id
-from mwp.models import validate_document
+from mwp.core.models import validate_document
 from tests.integration.missions_helper import admit_workers, eventually, new_mission
 
 FIXED = ("workItemId", "state", "revision", "contract", "selectionBasis", "submissionEvidence")

@@ -14,11 +14,11 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, WorkflowRunner
 
 from mwp.client import MwpClient
-from mwp.mission_names import MIRROR_EVENTS, work_item_workflow_id
-from mwp.organization import organization_workflow_id
+from mwp.contracts.mission import MIRROR_EVENTS, work_item_workflow_id
+from mwp.core.organization.service import organization_workflow_id
+from mwp.workers.authority import workflow_runner
+from mwp.workers.registry import WORKFLOWS
 from tests.integration.missions_helper import admit_workers, new_mission
-from workers.authority import workflow_runner
-from workers.registry import WORKFLOWS
 
 
 async def _histories(client: Client, workflow_id: str) -> list[WorkflowHistory]:

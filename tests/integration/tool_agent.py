@@ -18,7 +18,7 @@ from typing import Any
 
 from mwp.agent import Agent, CapabilityContext, CardInfo, Submission
 from mwp.client import Identity, KeyStore
-from mwp.core.registry import Principal
+from mwp.core.trust.registry import Principal
 
 AGENT_ID = os.environ.get("MWP_TEST_AGENT_ID", "urn:mwp:agent:tool-tester")
 ORGANIZATION_ID = os.environ.get("MWP_TEST_AGENT_ORG", "urn:mwp:organization:dev")

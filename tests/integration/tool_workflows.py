@@ -9,8 +9,8 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from mwp.agent.calls import ToolCall
-    from workflows.tool_calls import call_tool
+    from mwp.contracts.agent import ToolCall
+    from mwp.workflows.tool_calls import call_tool
 
 
 @dataclass

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mwp.core.admission import (
+from mwp.core.errors import ErrorCode
+from mwp.core.trust.admission import (
     AdmissionError,
     AdmissionLog,
     AdmissionReason,
@@ -41,11 +42,16 @@ from mwp.core.admission import (
     validate_record,
     verify_historical,
 )
-from mwp.core.errors import ErrorCode
-from mwp.core.jcs import canonicalize, sha256_ref
-from mwp.core.registry import KeyValidity, Principal
-from mwp.core.signed_document import VerifiedDocument
-from mwp.core.values import Instant, Timestamp, format_utc, instant_to_datetime, parse_timestamp
+from mwp.core.trust.registry import KeyValidity, Principal
+from mwp.core.trust.signed_document import VerifiedDocument
+from mwp.core.wire.jcs import canonicalize, sha256_ref
+from mwp.core.wire.values import (
+    Instant,
+    Timestamp,
+    format_utc,
+    instant_to_datetime,
+    parse_timestamp,
+)
 
 ORG = "urn:example:organization:acme"
 KEY_ID = "urn:example:key:coordinator-1"

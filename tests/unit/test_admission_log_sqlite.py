@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mwp.core.admission import (
+from mwp.core.trust.admission import (
     AdmissionReason,
     AppendCommitted,
     AppendExisting,
@@ -22,8 +22,8 @@ from mwp.core.admission import (
     admit_first,
     verify_historical,
 )
-from mwp.core.jcs import canonicalize
-from mwp.core.registry import Principal
+from mwp.core.trust.registry import Principal
+from mwp.core.wire.jcs import canonicalize
 from mwp.stores.admission_log import (
     ServiceCredential,
     SqliteAdmissionLog,

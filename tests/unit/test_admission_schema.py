@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mwp.conformance import bundle
-from mwp.core.admission import record_schema_violation
+from mwp.core.trust.admission import record_schema_violation
 
 SCHEMA = "schemas/first-admission-record.schema.json"
 VALID: dict[str, Any] = {

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mwp.core.cursor import Cursor
 from mwp.core.errors import ErrorCode, MwpError
-from mwp.core.group_snapshot import (
+from mwp.core.log.cursor import Cursor
+from mwp.core.log.group_snapshot import (
     SnapshotError,
     SnapshotPurpose,
     SnapshotReference,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mwp.core.ed25519 import (
+from mwp.core.wire.ed25519 import (
     IDENTITY,
     L,
     SigningKey,
@@ -12,7 +12,7 @@ from mwp.core.ed25519 import (
     signature_encoding_fault,
     verify_equation,
 )
-from mwp.core.values import b64url_decode
+from mwp.core.wire.values import b64url_decode
 
 P = 2**255 - 19
 SMALL_ORDER_NON_IDENTITY = bytes.fromhex(

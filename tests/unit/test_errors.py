@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
-from mwp.models import DocumentInvalid, validate_document
+from mwp.core.models import DocumentInvalid, validate_document
 
 
 @pytest.mark.parametrize("code", list(ErrorCode))

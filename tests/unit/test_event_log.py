@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mwp.core.ed25519 import SigningKey
 from mwp.core.errors import ErrorCode
-from mwp.core.event_log import (
+from mwp.core.log.event_log import (
     CHAIN_EXTENSION,
     ChainVerifier,
     EntryError,
@@ -27,9 +26,10 @@ from mwp.core.event_log import (
     unsealed,
     verify_entries,
 )
-from mwp.core.jcs import canonicalize
-from mwp.core.signed_document import sign, signing_hash
-from mwp.core.values import b64url_decode, b64url_encode
+from mwp.core.trust.signed_document import sign, signing_hash
+from mwp.core.wire.ed25519 import SigningKey
+from mwp.core.wire.jcs import canonicalize
+from mwp.core.wire.values import b64url_decode, b64url_encode
 from tests.event_log_samples import (
     AUTHORITY,
     AUTHORITY_KEY,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mwp.core.jcs import JcsDataModelError, canonicalize
-from mwp.core.strict_json import JsonSyntaxError, OutOfRangeNumber, parse_bytes
+from mwp.core.wire.jcs import JcsDataModelError, canonicalize
+from mwp.core.wire.strict_json import JsonSyntaxError, OutOfRangeNumber, parse_bytes
 
 json_scalars = (
     st.none()

@@ -21,9 +21,9 @@ import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 
-from mwp.core.jcs import canonicalize
-from mwp.core.strict_json import OutOfRangeNumber, parse_bytes
-from mwp.models import SCHEMA_MODELS, Command, DocumentInvalid, validate_document
+from mwp.core.models import SCHEMA_MODELS, Command, DocumentInvalid, validate_document
+from mwp.core.wire.jcs import canonicalize
+from mwp.core.wire.strict_json import OutOfRangeNumber, parse_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 

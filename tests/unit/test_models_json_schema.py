@@ -20,16 +20,15 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from mwp.core.errors import ErrorCode
-from mwp.core.strict_json import OutOfRangeNumber
-from mwp.models import SCHEMA_MODELS
-from mwp.models._base import WireModel
-from mwp.models.command import (
+from mwp.core.models import SCHEMA_MODELS
+from mwp.core.models._base import WireModel
+from mwp.core.models.command import (
     COORDINATOR_COMMAND_KINDS,
     CORE_COMMAND_KINDS,
     ORGANIZATION_COMMAND_KINDS,
 )
-from mwp.models.event import CORE_EVENT_KINDS, ORGANIZATION_EVENT_KINDS
-from mwp.models.websocket_frame import (
+from mwp.core.models.event import CORE_EVENT_KINDS, ORGANIZATION_EVENT_KINDS
+from mwp.core.models.websocket_frame import (
     AckFrame,
     CommandFrame,
     ErrorFrame,
@@ -41,6 +40,7 @@ from mwp.models.websocket_frame import (
     PingFrame,
     SubscribeFrame,
 )
+from mwp.core.wire.strict_json import OutOfRangeNumber
 from tests.unit.test_models import (
     DROP,
     HASH,

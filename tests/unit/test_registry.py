@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from mwp.core.ed25519 import SigningKey
-from mwp.core.registry import RegistryEvidence, RegistryEvidenceError
-from mwp.core.values import b64url_encode, parse_timestamp
+from mwp.core.trust.registry import RegistryEvidence, RegistryEvidenceError
+from mwp.core.wire.ed25519 import SigningKey
+from mwp.core.wire.values import b64url_encode, parse_timestamp
 
 ORG = "urn:example:organization:test"
 

@@ -9,11 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mwp.core.ed25519 import SigningKey
 from mwp.core.errors import ErrorCode
-from mwp.core.jcs import canonicalize
-from mwp.core.registry import KeyBinding, Principal, RegistryEvidence
-from mwp.core.signed_document import (
+from mwp.core.trust.registry import KeyBinding, Principal, RegistryEvidence
+from mwp.core.trust.signed_document import (
     PROFILES,
     FreshnessWindow,
     VerificationError,
@@ -22,8 +20,10 @@ from mwp.core.signed_document import (
     signing_hash,
     verify,
 )
-from mwp.core.strict_json import JsonSyntaxError, parse_bytes
-from mwp.core.values import b64url_encode, parse_timestamp
+from mwp.core.wire.ed25519 import SigningKey
+from mwp.core.wire.jcs import canonicalize
+from mwp.core.wire.strict_json import JsonSyntaxError, parse_bytes
+from mwp.core.wire.values import b64url_encode, parse_timestamp
 from tests.protocol_root import protocol_root
 
 ORG = "urn:example:organization:test"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mwp.core.values import (
+from mwp.core.wire.values import (
     ValueRuleError,
     b64url_decode,
     b64url_encode,

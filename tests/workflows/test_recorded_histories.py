@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from temporalio.worker import Replayer
 
+from mwp.workers.authority import workflow_runner
+from mwp.workers.registry import WORKFLOWS
+from mwp.workflows.agent import AgentWorkflow
 from tests.histories import RecordedHistory, recorded_histories
-from workers.authority import workflow_runner
-from workers.registry import WORKFLOWS
-from workflows.agent import AgentWorkflow
 
 RECORDED = recorded_histories()
 

@@ -3,7 +3,7 @@
 INTERFACE CONTRACT (names and shapes are stable; implementations live beside this file).
 
 One :class:`GroupAuthority` holds one Group's authoritative state. The shell (MissionWorkflow)
-verifies a Command's signature first (``mwp.core.signed_document.verify``), then:
+verifies a Command's signature first (``mwp.core.trust.signed_document.verify``), then:
 
 * ``authority.check(envelope, ctx)`` in the Update *validator*: decides without changing
   anything; raises :class:`mwp.core.errors.MwpError` to reject (rejections never enter
@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mwp.core.registry import Principal
-from mwp.core.signed_document import FreshnessWindow
+from mwp.core.trust.registry import Principal
+from mwp.core.trust.signed_document import FreshnessWindow
 
 
 @dataclass(frozen=True)

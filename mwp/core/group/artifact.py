@@ -32,7 +32,7 @@ from mwp.core.group.roles import working_agent
 from mwp.core.group.rules import CommandRule, work_item_target
 from mwp.core.group.state import GroupState, Ownership, WorkItem
 from mwp.core.group.work_item_state import active_mission, get_item, touch
-from mwp.models import DocumentInvalid, validate_document
+from mwp.core.models import DocumentInvalid, validate_document
 
 Json = dict[str, Any]
 

@@ -12,41 +12,14 @@ from decimal import Decimal
 from typing import Any
 
 from mwp.core.errors import ErrorCode
+from mwp.core.group.allocation import DIMENSIONS, allocation, amount
 from mwp.core.group.rejection import invalid, reject
 from mwp.core.group.state import GroupState
 
-DIMENSIONS = (
-    "financialLimit",
-    "modelTokenLimit",
-    "toolCallLimit",
-    "computeSecondsLimit",
-    "wallClockSecondsLimit",
-    "externalSideEffectLimit",
-)
-
-
-def _amount(value: Any) -> Decimal:
-    return Decimal(str(value))
-
-
-def allocation(budget: dict[str, Any]) -> dict[str, Decimal]:
-    return {d: _amount(budget[d]) for d in DIMENSIONS if d in budget}
-
-
-def recount(state: GroupState) -> dict[str, Decimal]:
-    """The ledger from scratch (after a restore); evolvers keep it current incrementally."""
-    totals = dict.fromkeys(DIMENSIONS, Decimal(0))
-    budgets = [item.contract["budget"] for item in state.work_items.values()]
-    budgets += [item.budget for item in state.settled.values() if item.state != "cancelled"]
-    for budget in budgets:
-        for dimension, amount in allocation(budget).items():
-            totals[dimension] += amount
-    return totals
-
 
 def book(state: GroupState, budget: dict[str, Any], sign: int) -> None:
-    for dimension, amount in allocation(budget).items():
-        state.allocated[dimension] = state.allocated.get(dimension, Decimal(0)) + sign * amount
+    for dimension, share in allocation(budget).items():
+        state.allocated[dimension] = state.allocated.get(dimension, Decimal(0)) + sign * share
 
 
 def check_allocation(state: GroupState, budget: dict[str, Any], work_item_id: str) -> None:
@@ -64,7 +37,7 @@ def check_allocation(state: GroupState, budget: dict[str, Any], work_item_id: st
     for dimension in DIMENSIONS:
         if dimension not in limits or dimension not in budget:
             continue
-        limit, requested = _amount(limits[dimension]), _amount(budget[dimension])
+        limit, requested = amount(limits[dimension]), amount(budget[dimension])
         current = state.allocated.get(dimension, Decimal(0)) - held.get(dimension, Decimal(0))
         if current + requested > limit:
             reject(

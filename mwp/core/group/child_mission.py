@@ -26,8 +26,8 @@ from decimal import Decimal
 from typing import Any
 
 from mwp.core.errors import ErrorCode
+from mwp.core.group.allocation import DIMENSIONS
 from mwp.core.group.api import AuthorityContext, ChildSettled
-from mwp.core.group.budget import DIMENSIONS
 from mwp.core.group.clock import instant, reached
 from mwp.core.group.coordinator_lease import (
     assignment,

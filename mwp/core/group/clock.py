@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from functools import lru_cache
 
-from mwp.core.values import Instant, format_utc, instant_to_datetime, parse_timestamp
+from mwp.core.wire.values import Instant, format_utc, instant_to_datetime, parse_timestamp
 
 
 @lru_cache(maxsize=16384)

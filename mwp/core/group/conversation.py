@@ -20,7 +20,7 @@ from mwp.core.group.rejection import bad_transition, forbidden, invalid
 from mwp.core.group.roles import anyone, coordinator_owner_or_service, members_only
 from mwp.core.group.rules import CommandRule, Target, by_agent
 from mwp.core.group.state import Conversation, GroupState
-from mwp.models import DocumentInvalid, validate_document
+from mwp.core.models import DocumentInvalid, validate_document
 
 Json = dict[str, Any]
 

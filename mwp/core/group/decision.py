@@ -28,7 +28,7 @@ from mwp.core.group.policy import GROWING_COMMAND_KINDS
 from mwp.core.group.receipts import ReceiptEntry
 from mwp.core.group.rejection import reject, revision_conflict
 from mwp.core.group.state import GroupState
-from mwp.core.signed_document import check_issued_at
+from mwp.core.trust.signed_document import check_issued_at
 
 
 @dataclass(frozen=True, slots=True)

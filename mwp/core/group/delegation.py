@@ -21,8 +21,8 @@ from decimal import Decimal
 from typing import Any, NoReturn
 
 from mwp.core.errors import ErrorCode
+from mwp.core.group.allocation import DIMENSIONS
 from mwp.core.group.api import AuthorityContext
-from mwp.core.group.budget import DIMENSIONS
 from mwp.core.group.clock import reached
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.ids import derive_id

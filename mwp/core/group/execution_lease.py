@@ -59,7 +59,7 @@ from mwp.core.group.work_item_state import (
     settle_link,
     touch,
 )
-from mwp.core.values import is_identifier, is_sha256_ref
+from mwp.core.wire.values import is_identifier, is_sha256_ref
 
 Json = dict[str, Any]
 

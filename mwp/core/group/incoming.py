@@ -9,7 +9,7 @@ from mwp.core.errors import ErrorCode
 from mwp.core.group.api import Envelope
 from mwp.core.group.payload import Payload
 from mwp.core.group.rejection import reject
-from mwp.core.values import MAX_SAFE_INTEGER, is_identifier
+from mwp.core.wire.values import MAX_SAFE_INTEGER, is_identifier
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from mwp.core.group.state import (
     Mission,
     MissionSubmission,
 )
-from mwp.models import DocumentInvalid, validate_document
+from mwp.core.models import DocumentInvalid, validate_document
 
 Json = dict[str, Any]
 

@@ -10,7 +10,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from mwp.core.group.rejection import invalid
-from mwp.core.values import MAX_SAFE_INTEGER, is_identifier, is_profile_timestamp, is_sha256_ref
+from mwp.core.wire.values import (
+    MAX_SAFE_INTEGER,
+    is_identifier,
+    is_profile_timestamp,
+    is_sha256_ref,
+)
 
 
 class Payload:

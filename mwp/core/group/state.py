@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from mwp.core.group.allocation import total
 from mwp.core.group.conversation_window import MessageWindow
 from mwp.core.group.receipts import ReceiptCache
 
@@ -748,7 +749,7 @@ class GroupState:
             delegation_grants={g.grant_id: g for g in grants},
             artifacts={a["contentHash"]: a for a in data.get("artifacts", [])},
         )
-        from mwp.core.group.budget import recount  # budget imports this module
-
-        state.allocated = {k: v for k, v in recount(state).items() if v}
+        budgets = [item.contract["budget"] for item in state.work_items.values()]
+        budgets += [item.budget for item in state.settled.values() if item.state != "cancelled"]
+        state.allocated = {k: v for k, v in total(budgets).items() if v}
         return state

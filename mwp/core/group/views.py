@@ -10,8 +10,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from mwp.core.group.allocation import DIMENSIONS
 from mwp.core.group.approval import execution_approved, execution_gate
-from mwp.core.group.budget import DIMENSIONS
 from mwp.core.group.clock import reached
 from mwp.core.group.coordinator_lease import lease_document
 from mwp.core.group.dependencies import unsatisfied

@@ -12,10 +12,10 @@ from pydantic import BaseModel, ValidationError
 
 from mwp.core.errors import ErrorCode
 from mwp.core.group.rejection import invalid, reject
-from mwp.models import DocumentInvalid, validate_document
-from mwp.models.common import CapabilityRef
-from mwp.models.membership import DelegationBudget
-from mwp.models.work_item import Progress, SelectionBasis
+from mwp.core.models import DocumentInvalid, validate_document
+from mwp.core.models.common import CapabilityRef
+from mwp.core.models.membership import DelegationBudget
+from mwp.core.models.work_item import Progress, SelectionBasis
 
 Json = dict[str, Any]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-from mwp.core.values import format_utc, parse_timestamp
+from mwp.core.wire.values import format_utc, parse_timestamp
 
 _EPOCH = datetime(1, 1, 1, tzinfo=UTC)
 

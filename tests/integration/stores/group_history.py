@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mwp.core.ed25519 import SigningKey
-from mwp.group_log import GroupEventLog
+from mwp.core.wire.ed25519 import SigningKey
+from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import ObjectStore
 from tests.event_log_samples import OTHER_KEY, OTHER_KEY_ID, OTHER_SERVICE, authority_evidence
 from tests.unit.group.harness import (

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from mwp.core.ed25519 import SigningKey
 from mwp.core.errors import ErrorCode
-from mwp.core.jcs import canonicalize
-from mwp.core.registry import Principal, RegistryEvidence
-from mwp.core.signed_document import VerificationError
+from mwp.core.trust.registry import Principal, RegistryEvidence
+from mwp.core.trust.signed_document import VerificationError
+from mwp.core.wire.ed25519 import SigningKey
+from mwp.core.wire.jcs import canonicalize
 from mwp.stores.artifacts import (
     MANIFEST_PREFIX,
     ArtifactIntegrityError,
@@ -184,7 +184,7 @@ def test_manifests_that_do_not_verify_are_refused(artifacts: ArtifactStore) -> N
     with pytest.raises(VerificationError) as raised:
         artifacts.publish(unsigned, EVIDENCE)
     assert raised.value.code is ErrorCode.SCHEMA_VALIDATION_FAILED
-    from mwp.core.signed_document import sign
+    from mwp.core.trust.signed_document import sign
 
     by_another_agent = sign(unsigned, "artifact", OTHER_AGENT_KEY_ID, OTHER_AGENT_KEY)
     with pytest.raises(VerificationError) as raised:

@@ -11,16 +11,10 @@ from typing import Any
 
 import pytest
 
-from mwp.compaction import (
-    archive_group,
-    compact,
-    latest_snapshot,
-    restore_from_snapshot,
-)
-from mwp.core.cursor import Cursor
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import replay
-from mwp.core.group_snapshot import (
+from mwp.core.log.cursor import Cursor
+from mwp.core.log.group_snapshot import (
     SnapshotError,
     SnapshotPurpose,
     SnapshotReference,
@@ -29,11 +23,17 @@ from mwp.core.group_snapshot import (
     content_hash,
     state_key,
 )
-from mwp.core.jcs import canonicalize
-from mwp.core.strict_json import parse_bytes
-from mwp.delivery import FolderCursorStore, subscribe
-from mwp.group_log import GroupEventLog
-from mwp.models import validate_document
+from mwp.core.models import validate_document
+from mwp.core.wire.jcs import canonicalize
+from mwp.core.wire.strict_json import parse_bytes
+from mwp.log.compaction import (
+    archive_group,
+    compact,
+    latest_snapshot,
+    restore_from_snapshot,
+)
+from mwp.log.delivery import FolderCursorStore, subscribe
+from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import ObjectStore, ObjectStoreError
 from mwp.stores.removal import delete_object
 from tests.integration.s3_fixture import overwrite
@@ -189,7 +189,7 @@ def _tamper_state(store: ObjectStore, reference: SnapshotReference) -> None:
 
 def _resign(store: ObjectStore, reference: SnapshotReference, **changes: Any) -> bytes:
     """The snapshot rewritten and signed by the impostor service (a registered key)."""
-    from mwp.core.signed_document import sign
+    from mwp.core.trust.signed_document import sign
 
     snapshot = parse_bytes(store.get(reference.key) or b"")
     snapshot.pop("signature")

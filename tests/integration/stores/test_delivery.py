@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from mwp.core.cursor import Cursor
-from mwp.core.event_log import LogEntry, LogFaultReason, seal
-from mwp.delivery import (
+from mwp.core.log.cursor import Cursor
+from mwp.core.log.event_log import LogEntry, LogFaultReason, seal
+from mwp.log.delivery import (
     CursorConflictError,
     CursorStore,
     DeliveredEvent,
@@ -25,7 +25,7 @@ from mwp.delivery import (
     ObjectCursorStore,
     subscribe,
 )
-from mwp.group_log import GroupEventLog
+from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import ObjectStore
 from tests.event_log_samples import (
     AUTHORITY,

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from mwp.core.ed25519 import SigningKey
 from mwp.core.errors import ErrorCode, MwpError
-from mwp.core.event_log import LogFaultReason, seal
-from mwp.core.registry import RegistryEvidence
-from mwp.group_log import EventLogError, GroupEventLog
+from mwp.core.log.event_log import LogFaultReason, seal
+from mwp.core.trust.registry import RegistryEvidence
+from mwp.core.wire.ed25519 import SigningKey
+from mwp.log.group_log import EventLogError, GroupEventLog
 from mwp.stores.objects import FolderObjectStore, ObjectStore
 from tests.event_log_samples import (
     AUTHORITY,

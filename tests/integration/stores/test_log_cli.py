@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from mwp.cli import main
-from mwp.group_log import GroupEventLog
-from mwp.seaweed import SeaweedS3Server
+from mwp.dev.seaweed import SeaweedS3Server
+from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import FolderObjectStore, ObjectStore
 from tests.event_log_samples import AUTHORITY_KEY, EVIDENCE, GROUP, KEY_ID, event
 from tests.integration.s3_fixture import TEST_BUCKET, overwrite

@@ -11,7 +11,7 @@ import pytest
 
 from mwp.cli import main
 from mwp.client import Identity, KeyStore
-from mwp.group_log import GroupEventLog
+from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import FolderObjectStore, ObjectStore
 from tests.integration.s3_fixture import TEST_BUCKET, overwrite
 from tests.integration.stores.group_history import (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mwp.seaweed import SeaweedS3Server
+from mwp.dev.seaweed import SeaweedS3Server
 from mwp.stores.objects import (
     DigestMismatch,
     FolderObjectStore,

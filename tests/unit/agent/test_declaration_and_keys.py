@@ -17,8 +17,8 @@ from mwp.agent import (
     tool_key,
 )
 from mwp.client import Identity
-from mwp.core.registry import Principal
-from mwp.models import DocumentInvalid, validate_document
+from mwp.core.models import DocumentInvalid, validate_document
+from mwp.core.trust.registry import Principal
 
 AGENT_ID = "urn:mwp:agent:acme:writer"
 ORG = "urn:mwp:organization:acme"

@@ -9,7 +9,7 @@ import pytest
 
 from mwp.agent.inbox import concerns, slim
 from mwp.core.scheduler.model import TERMS_MEMBERS, Terms
-from mwp.scenario import work_contract
+from mwp.dev.scenario import work_contract
 
 ME, OTHER = "urn:example:agent:me", "urn:example:agent:other"
 

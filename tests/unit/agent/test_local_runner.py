@@ -16,7 +16,7 @@ from mwp.agent import (
     tool_key,
 )
 from mwp.client import Identity
-from mwp.core.registry import Principal
+from mwp.core.trust.registry import Principal
 from mwp.stores.objects import FolderObjectStore
 from tests.unit.group.harness import contract
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mwp.agent.execution import checkpoint_key, load_checkpoint, retry_delay, store_checkpoint
-from mwp.core.jcs import canonicalize
+from mwp.core.wire.jcs import canonicalize
 from mwp.stores.objects import FolderObjectStore
 
 # --- retry_delay -------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mwp.agent.calls import AGENT_TASK_QUEUE_PREFIX, ToolCall, agent_task_queue
-from mwp.agent.idempotency import tool_key
+from mwp.contracts.agent import AGENT_TASK_QUEUE_PREFIX, ToolCall, agent_task_queue
+from mwp.core.idempotency import tool_key
 
 MISSION = "urn:mwp:mission:m"
 ITEM = "urn:mwp:work-item:w"

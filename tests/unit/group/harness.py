@@ -21,10 +21,10 @@ from mwp.core.group import (
     TimerFired,
 )
 from mwp.core.group.clock import plus_seconds
-from mwp.core.jcs import jcs_hash
-from mwp.core.registry import Principal
-from mwp.core.signed_document import signing_hash
-from mwp.models import validate_document
+from mwp.core.models import validate_document
+from mwp.core.trust.registry import Principal
+from mwp.core.trust.signed_document import signing_hash
+from mwp.core.wire.jcs import jcs_hash
 
 T0 = "2026-07-15T00:00:00Z"
 GROUP = "urn:example:group:alpha"

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from mwp.core.ed25519 import SigningKey
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.artifact import embedded_manifest
-from mwp.core.registry import RegistryEvidence
-from mwp.core.signed_document import PROFILES, VerificationError, sign, verify_value
-from mwp.models import validate_document
+from mwp.core.models import validate_document
+from mwp.core.trust.registry import RegistryEvidence
+from mwp.core.trust.signed_document import PROFILES, VerificationError, sign, verify_value
+from mwp.core.wire.ed25519 import SigningKey
 from tests.event_log_samples import ORG, binding
 from tests.unit.group.harness import (
     ARTIFACT_A,

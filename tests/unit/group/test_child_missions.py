@@ -11,7 +11,7 @@ from mwp.core.errors import ErrorCode
 from mwp.core.group import GroupAuthority, replay
 from mwp.core.group.api import ChildSettled
 from mwp.core.group.policy import MAX_CHILD_MISSION_DEPTH
-from mwp.models import validate_document
+from mwp.core.models import validate_document
 from tests.unit.group.harness import (
     ARTIFACT_A,
     COORD,

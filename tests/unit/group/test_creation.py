@@ -14,7 +14,7 @@ from mwp.core.group import (
     schema_part,
 )
 from mwp.core.group.ids import main_conversation_id
-from mwp.models import validate_document
+from mwp.core.models import validate_document
 from tests.unit.group.harness import (
     COORD,
     GROUP,

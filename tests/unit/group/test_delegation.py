@@ -13,7 +13,7 @@ from mwp.core.group import GroupAuthority, replay
 from mwp.core.group.clock import plus_seconds
 from mwp.core.group.ids import derive_id
 from mwp.core.group.policy import MAX_DELEGATION_DEPTH
-from mwp.models import validate_document
+from mwp.core.models import validate_document
 from tests.unit.group.harness import (
     CAPABILITY,
     COORD,

@@ -300,7 +300,7 @@ def test_a_timer_outcome_has_a_receipt_naming_the_timer() -> None:
 
 
 def test_views_show_lapsed_offers_and_leases_as_expired() -> None:
-    from mwp.models import validate_document
+    from mwp.core.models import validate_document
 
     h = mission_harness()
     h.drive("a", "active")

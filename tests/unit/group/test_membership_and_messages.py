@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mwp.core.errors import ErrorCode
 from mwp.core.group.ids import work_item_conversation_id
-from mwp.models import validate_document
+from mwp.core.models import validate_document
 from tests.unit.group.harness import (
     COORD,
     COORD2,

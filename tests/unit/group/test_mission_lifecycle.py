@@ -8,8 +8,8 @@ import pytest
 
 from mwp.core.errors import ErrorCode
 from mwp.core.group import MISSION_VIEW_EXTRAS, schema_part
-from mwp.core.registry import Principal
-from mwp.models import validate_document
+from mwp.core.models import validate_document
+from mwp.core.trust.registry import Principal
 from tests.unit.group.harness import (
     ARTIFACT_A,
     ARTIFACT_B,

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import replay
 from mwp.core.group.clock import plus_seconds
-from mwp.core.registry import Principal
+from mwp.core.trust.registry import Principal
 from tests.unit.group.harness import (
     COORD,
     W1,

@@ -14,7 +14,7 @@ import pytest
 from mwp.core.errors import ErrorCode
 from mwp.core.group import WORK_ITEM_VIEW_EXTRAS, GroupAuthority, schema_part
 from mwp.core.group.state import GroupState, WorkItem
-from mwp.models import validate_document
+from mwp.core.models import validate_document
 from tests.unit.group.harness import (
     ARTIFACT_A,
     COORD,

@@ -8,8 +8,8 @@ import pytest
 
 from mwp.core.errors import ErrorCode
 from mwp.core.group.clock import plus_seconds
-from mwp.core.registry import Principal
-from mwp.models import validate_document
+from mwp.core.models import validate_document
+from mwp.core.trust.registry import Principal
 from tests.unit.group.harness import (
     ARTIFACT_A,
     ARTIFACT_B,

@@ -1,0 +1,184 @@
+"""`mwp agent run MODULE:ATTR`: run an Agent's worker process; inspect and steer its Scheduler.
+
+    mwp agent run myagents.writer:agent [--address HOST:PORT] [--state-dir .mwp] [--org ID]
+    mwp agent status AGENT_ID [--json]          slots, queues, decisions, run outcomes
+    mwp agent preempt AGENT_ID GROUP WORK_ITEM   stop that run at its next checkpoint
+    mwp agent weight AGENT_ID GROUP WEIGHT [--quota N]   a Group's share of this agent
+
+Imports the Agent declaration, registers its Agent Card with the Organization's registry if
+the registered one differs, opens a new Session (printing its Session Epoch) and runs the
+agent's runtime on its own task queue until SIGINT or SIGTERM: its AgentWorkflow (the Worker
+Scheduler), fed by the Group logs, accepts the offers it admits and runs its capabilities
+under Execution Leases; its tools run once per idempotency key. The registry service key comes
+from ``<state>/keys/`` as `mwp registry init` left it. ``--store`` is the Organization's object
+store the Group logs are mirrored to (also holding Artifacts, checkpoints and the tool ledger):
+``<state>/objects`` unless it names a folder or ``s3://bucket/prefix``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "agent",
+        help="run an agent's worker process",
+        description="Run the worker process of an Agent declared with mwp.agent.Agent.",
+    )
+    actions = parser.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
+    run = actions.add_parser("run", help="register the agent, open a session, serve its tools")
+    run.add_argument("target", metavar="MODULE:ATTR", help="the Agent, e.g. myagents.writer:agent")
+    run.add_argument(
+        "--address", default="127.0.0.1:7233", help="Temporal address (default 127.0.0.1:7233)"
+    )
+    run.add_argument("--namespace", default="default", help="Temporal namespace")
+    run.add_argument(
+        "--state-dir", type=Path, default=Path(".mwp"), help="state folder (default: ./.mwp)"
+    )
+    run.add_argument("--org", help="Organization ID (default: the one in STATE/organization.json)")
+    run.add_argument(
+        "--store",
+        "--tool-store",
+        dest="store",
+        help="object store with the Group logs: a folder or s3://bucket/prefix "
+        "(default STATE/objects)",
+    )
+    run.add_argument(
+        "--lease-seconds",
+        type=int,
+        default=60,
+        help="Execution Lease length requested at start, renewed every third (default 60)",
+    )
+    run.set_defaults(handler=_run)
+
+    def scheduler_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        command: argparse.ArgumentParser = actions.add_parser(
+            name, help=help_text, description=help_text
+        )
+        command.add_argument("agent_id", metavar="AGENT_ID", help="the agent's ID (a URI)")
+        command.add_argument(
+            "--address", default="127.0.0.1:7233", help="Temporal address (default 127.0.0.1:7233)"
+        )
+        command.add_argument("--namespace", default="default", help="Temporal namespace")
+        return command
+
+    status = scheduler_command("status", "show an agent's Scheduler: slots, queues, decisions")
+    status.add_argument("--json", action="store_true", help="print the whole status as JSON")
+    status.set_defaults(handler=_scheduler(_status))
+    preempt = scheduler_command("preempt", "ask a running WorkItem to stop at its next checkpoint")
+    preempt.add_argument("group_id", metavar="GROUP")
+    preempt.add_argument("work_item_id", metavar="WORK_ITEM")
+    preempt.set_defaults(handler=_scheduler(_preempt))
+    weight = scheduler_command("weight", "set a Group's weight (and quota) for this agent")
+    weight.add_argument("group_id", metavar="GROUP")
+    weight.add_argument("weight", metavar="WEIGHT", type=int)
+    weight.add_argument("--quota", type=int, help="most slots the Group may hold at once")
+    weight.set_defaults(handler=_scheduler(_weight))
+
+
+def _scheduler(action: Any) -> Any:
+    """Run ``action(handle, args)`` against the agent's AgentWorkflow; exit 1 when it is not
+    running."""
+
+    def handler(args: argparse.Namespace) -> int:
+        from temporalio.service import RPCError
+
+        from mwp.client import ClientError, connect
+        from mwp.contracts.agent import agent_workflow_id
+
+        async def go() -> int:
+            client = await connect(args.address, args.namespace)
+            handle = client.temporal.get_workflow_handle(agent_workflow_id(args.agent_id))
+            return int(await action(handle, args))
+
+        try:
+            return asyncio.run(go())
+        except (RPCError, ClientError) as exc:
+            print(
+                f"mwp agent: no Scheduler for {args.agent_id} (is `mwp agent run` serving it?): "
+                f"{exc}",
+                file=sys.stderr,
+            )
+            return 1
+
+    return handler
+
+
+async def _status(handle: Any, args: argparse.Namespace) -> int:
+    status = await handle.query("status")
+    if args.json:
+        print(json.dumps(status, indent=2, sort_keys=True))
+        return 0
+    print(f"Agent         {status['agentId']} (Session Epoch {status['sessionEpoch']})")
+    running, slots, queued = status["running"], status["slots"], status["queued"]
+    print(f"Slots         {running} of {slots} running, {queued} queued")
+    disclosures = status["scheduleDisclosures"]
+    print(f"Groups        {status['groups']}; schedule disclosures sent {disclosures}")
+    for group, count in sorted(status["served"].items()):
+        print(f"  served {count:>5}  {group}")
+    for decision in status["decisions"][-5:]:
+        reason = decision.get("reason") or decision.get("ownershipEpoch", "")
+        print(f"  {decision['decision']:<9} {decision['workItemId']} {reason}")
+    for outcome in status["outcomes"][-5:]:
+        print(f"  {outcome['status']:<9} {outcome['workItemId']}")
+    return 0
+
+
+async def _preempt(handle: Any, args: argparse.Namespace) -> int:
+    await handle.signal("preempt", args=[args.group_id, args.work_item_id])
+    print(f"preemption requested: {args.work_item_id} stops at its next checkpoint")
+    return 0
+
+
+async def _weight(handle: Any, args: argparse.Namespace) -> int:
+    if args.weight < 1 or (args.quota is not None and args.quota < 0):
+        print("mwp agent: WEIGHT must be 1 or more and --quota 0 or more", file=sys.stderr)
+        return 2
+    await handle.signal("set_policy", args=[args.group_id, args.weight, args.quota])
+    quota = "all slots" if args.quota is None else f"at most {args.quota} slots"
+    print(f"{args.group_id}: weight {args.weight}, {quota}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from mwp.client import ClientError
+    from mwp.core.errors import MwpError
+    from mwp.workers.agent import AgentSession, AgentWorkerError, load_agent, run_agent_worker
+
+    def ready(session: AgentSession) -> None:
+        print(f"Organization  {session.organization_id}")
+        print(f"Agent         {agent.agent_id} (Agent Card version {session.card_version})")
+        print(f"Session Epoch {session.session_epoch}")
+        print(f"Task queue    {session.task_queue} on {args.address}", flush=True)
+
+    try:
+        agent = load_agent(args.target)
+        asyncio.run(
+            run_agent_worker(
+                agent,
+                address=args.address,
+                namespace=args.namespace,
+                state_dir=args.state_dir,
+                organization_id=args.org,
+                tool_store=args.store,
+                on_ready=ready,
+                scheduler_options={"lease_seconds": args.lease_seconds},
+            )
+        )
+    except (AgentWorkerError, ClientError) as exc:
+        print(f"mwp agent: {exc}", file=sys.stderr)
+        return 1
+    except MwpError as exc:
+        print(f"mwp agent: refused: {exc.code.value}: {exc.message}", file=sys.stderr)
+        return 1
+    print("agent worker stopped", flush=True)
+    sys.stderr.flush()
+    # The Temporal SDK can crash at interpreter exit after a clean shutdown (DESIGN.md §5).
+    os._exit(0)

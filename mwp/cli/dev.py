@@ -1,0 +1,111 @@
+"""`mwp dev`: run the embedded stack (Temporal dev server + authority worker) until Ctrl-C.
+
+The Temporal state is a SQLite file under the state folder (default ``./.mwp``), so a later
+``mwp dev`` in the same folder finds the workflows of the earlier one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "dev",
+        help="run the embedded stack: Temporal dev server and the authority worker",
+        description=(
+            "Start the Temporal dev server (SQLite under the state folder, web UI on "
+            "127.0.0.1) and the authority worker; Ctrl-C stops both cleanly."
+        ),
+    )
+    parser.add_argument(
+        "--state-dir", type=Path, default=Path(".mwp"), help="state folder (default: ./.mwp)"
+    )
+    parser.add_argument("--port", type=int, default=7233, help="Temporal gRPC port (7233)")
+    parser.add_argument("--ui-port", type=int, default=8233, help="web UI port (8233)")
+    parser.add_argument("--headless", action="store_true", help="run without the web UI")
+    parser.add_argument("--namespace", default="default", help="Temporal namespace")
+    parser.add_argument(
+        "--temporal-address",
+        metavar="HOST:PORT",
+        help="use this existing Temporal cluster; start no server",
+    )
+    parser.add_argument(
+        "--dynamic-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra dynamic config for the dev server (repeatable; VALUE is JSON)",
+    )
+    parser.add_argument(
+        "--sandboxed",
+        action="store_true",
+        help="run the authority workflows in Temporal's sandbox (slower; catches "
+        "non-deterministic workflow code)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    code = asyncio.run(_serve(args))
+    # The Temporal SDK can crash at interpreter exit after a clean run (DESIGN.md §5): once
+    # everything is shut down, leave without running interpreter finalizers.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from mwp.dev.stack import DevStack, StackError, stack_config
+
+    try:
+        config = stack_config(
+            args.state_dir,
+            port=args.port,
+            ui_port=args.ui_port,
+            headless=args.headless,
+            temporal_address=args.temporal_address,
+            namespace=args.namespace,
+            extra=args.dynamic_config,
+            workflow_sandbox=args.sandboxed,
+        )
+    except StackError as exc:
+        print(f"mwp dev: {exc}", file=sys.stderr)
+        return 2
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+
+    stack = DevStack(config)
+    print("mwp dev: starting the embedded stack...", flush=True)
+    try:
+        await stack.start()
+    except StackError as exc:
+        print(f"mwp dev: {exc}", file=sys.stderr)
+        return 1
+    for line in stack.describe():
+        print(f"  {line}")
+    started = f" in {stack.startup_seconds:.1f} s" if stack.startup_seconds is not None else ""
+    print(f"Ready{started}. Press Ctrl-C to stop.", flush=True)
+
+    stopping = asyncio.create_task(stop.wait())
+    watched: set[asyncio.Future[Any]] = {stopping}
+    if stack.worker_task is not None:
+        watched.add(stack.worker_task)
+    done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if stopping not in done:
+        stopping.cancel()
+        print("mwp dev: the authority worker stopped unexpectedly", file=sys.stderr)
+        code = 1
+    print("Stopping...", flush=True)
+    await stack.stop()
+    print("Stopped.", flush=True)
+    return code

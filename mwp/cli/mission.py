@@ -1,0 +1,385 @@
+"""`mwp mission`: create, inspect and steer Missions from the command line.
+
+    mwp mission create --owner ada --coordinator planner --objective "..."
+    mwp mission list
+    mwp mission show MISSION [--json]
+    mwp mission send MISSION --as NAME KIND [--payload JSON | --payload @FILE] [--work-item ID]
+    mwp mission publish MISSION FILE --as AGENT --work-item ID [--media-type TYPE]
+    mwp mission approve MISSION --as ada
+    mwp mission request-changes MISSION --as ada --reason "..."
+
+Names are the key names of `mwp registry add-human` / `add-agent` (`ada` finds
+`human-ada` or `agent-ada` under `<state>/keys/`). Missions created here are remembered in
+`<state>/missions.json` so they can be named by a unique prefix of their ID.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mwp.client import Identity, MwpClient
+    from mwp.client.missions import MissionHandle
+
+MISSIONS_FILE = "missions.json"
+
+
+class MissionCliError(Exception):
+    """A user-facing failure: printed without a traceback."""
+
+
+def register(subparsers: Any) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--address", default="127.0.0.1:7233", help="Temporal address")
+    common.add_argument("--namespace", default="default", help="Temporal namespace")
+    common.add_argument("--state-dir", type=Path, default=Path(".mwp"), help="state folder")
+    parser = subparsers.add_parser(
+        "mission",
+        help="create, inspect and steer Missions",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="mission_command", metavar="ACTION", required=True)
+
+    create = actions.add_parser("create", parents=[common], help="mission.create by a human")
+    create.add_argument("--owner", required=True, help="the MissionOwner's name (a human)")
+    create.add_argument("--coordinator", required=True, help="the Coordinator agent's name")
+    create.add_argument("--objective", required=True, help="the bounded objective")
+    create.add_argument(
+        "--done",
+        action="append",
+        default=[],
+        metavar="CRITERION",
+        help="a definition-of-done criterion (repeatable)",
+    )
+    create.add_argument("--deadline-days", type=int, default=7)
+    create.add_argument("--budget-usd", type=float, default=1000.0)
+    create.add_argument(
+        "--follow-up-to",
+        metavar="MISSION",
+        help="mission.create_follow_up: link to this approved Mission (ID or unique prefix)",
+    )
+    create.set_defaults(handler=_handler(_create))
+
+    listing = actions.add_parser("list", parents=[common], help="Missions created here")
+    listing.set_defaults(handler=_handler(_list))
+
+    show = actions.add_parser("show", parents=[common], help="a Mission's current state")
+    show.add_argument("mission", help="Mission ID (or a unique prefix)")
+    show.add_argument("--json", action="store_true", help="the full Mission view as JSON")
+    show.set_defaults(handler=_handler(_show))
+
+    send = actions.add_parser("send", parents=[common], help="sign and send any Command")
+    send.add_argument("mission")
+    send.add_argument("kind", help="Command kind, e.g. message.post")
+    send.add_argument("--as", dest="actor", required=True, help="who signs (key name)")
+    send.add_argument("--payload", default="{}", help="JSON object, or @FILE")
+    send.add_argument("--work-item", help="target WorkItem ID")
+    send.add_argument("--conversation", help="target Conversation ID")
+    send.add_argument("--expected-revision", type=int)
+    send.set_defaults(handler=_handler(_send))
+
+    publish = actions.add_parser(
+        "publish",
+        parents=[common],
+        help="store a file as an Artifact and publish its signed manifest (artifact.publish)",
+    )
+    publish.add_argument("mission")
+    publish.add_argument("file", type=Path, help="the Artifact's content")
+    publish.add_argument("--as", dest="actor", required=True, help="the WorkItem's owner")
+    publish.add_argument("--work-item", required=True, help="the active WorkItem")
+    publish.add_argument("--media-type", default="application/octet-stream")
+    publish.add_argument("--schema-uri", default="urn:mwp:schema:opaque")
+    publish.add_argument(
+        "--store", help="object store: folder or s3://bucket/prefix (default: <state>/objects)"
+    )
+    publish.set_defaults(handler=_handler(_publish))
+
+    approve = actions.add_parser(
+        "approve", parents=[common], help="approve the submitted revision and Artifact set"
+    )
+    approve.add_argument("mission")
+    approve.add_argument("--as", dest="actor", required=True, help="the MissionOwner")
+    approve.add_argument("--comments", default=None)
+    approve.set_defaults(handler=_handler(_approve))
+
+    changes = actions.add_parser(
+        "request-changes", parents=[common], help="send the submission back with a reason"
+    )
+    changes.add_argument("mission")
+    changes.add_argument("--as", dest="actor", required=True, help="the MissionOwner")
+    changes.add_argument("--reason", required=True)
+    changes.set_defaults(handler=_handler(_request_changes))
+
+
+def _handler(action: Any) -> Any:
+    def handle(args: argparse.Namespace) -> int:
+        from mwp.client import ClientError
+        from mwp.core.errors import MwpError
+
+        try:
+            return int(asyncio.run(action(args)))
+        except (MissionCliError, ClientError, OSError) as exc:
+            print(f"mwp mission: {exc}", file=sys.stderr)
+            return 1
+        except MwpError as exc:
+            detail = f" {json.dumps(exc.details)}" if exc.details else ""
+            print(f"mwp mission: refused: {exc.code.value}: {exc.message}{detail}", file=sys.stderr)
+            return 1
+
+    return handle
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _organization_id(state_dir: Path) -> str:
+    from mwp.client.state_dir import StateDirError, organization_id_of
+
+    try:
+        return organization_id_of(state_dir)
+    except StateDirError as exc:
+        raise MissionCliError(str(exc)) from None
+
+
+def _identity(state_dir: Path, name: str) -> Identity:
+    from mwp.client import KeyStore
+
+    keys = KeyStore.in_state_dir(state_dir)
+    for key_name in (f"human-{name}", f"agent-{name}", name):
+        if keys.exists(key_name):
+            return keys.load(key_name)
+    raise MissionCliError(f"no key named {name!r} in {keys.directory} (see `mwp registry`)")
+
+
+def _remembered(state_dir: Path) -> dict[str, str]:
+    path = state_dir / MISSIONS_FILE
+    if not path.exists():
+        return {}
+    value: dict[str, str] = json.loads(path.read_text())
+    return value
+
+
+def _remember(state_dir: Path, mission_id: str, group_id: str) -> None:
+    known = _remembered(state_dir)
+    known[mission_id] = group_id
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / MISSIONS_FILE).write_text(json.dumps(known, indent=2) + "\n")
+
+
+async def _connect(args: argparse.Namespace) -> MwpClient:
+    from mwp.client import connect
+
+    return await connect(args.address, args.namespace)
+
+
+async def _mission(args: argparse.Namespace, client: MwpClient) -> MissionHandle:
+    from mwp.client.missions import MissionClient
+
+    mission_id = _unique_mission(args.state_dir, args.mission)
+    return MissionClient(client, _organization_id(args.state_dir)).mission(
+        mission_id, _remembered(args.state_dir)[mission_id]
+    )
+
+
+def _unique_mission(state_dir: Path, prefix: str) -> str:
+    """The one Mission created here whose ID is ``prefix`` or starts with it."""
+    matches = [m for m in _remembered(state_dir) if m == prefix or m.startswith(prefix)]
+    if len(matches) != 1:
+        found = "no" if not matches else "several"
+        raise MissionCliError(f"{found} Missions match {prefix!r} (see `mwp mission list`)")
+    return matches[0]
+
+
+async def _session_epoch(client: MwpClient, state_dir: Path, identity: Identity) -> int | None:
+    if identity.principal.type != "agent":
+        return None
+    epochs = await client.registry(_organization_id(state_dir)).session_epochs()
+    epoch = epochs.get(identity.principal.id)
+    if epoch is None:
+        raise MissionCliError(f"{identity.principal.id} has no open session")
+    return epoch
+
+
+def _print_result(result: dict[str, Any]) -> None:
+    receipt = result["receipt"]
+    note = " (duplicate: original receipt)" if result.get("duplicate") else ""
+    print(
+        f"accepted{note}: sequence {receipt['firstSequence']}..{receipt['lastSequence']}, "
+        f"revision {receipt['aggregateRevision']}"
+    )
+    for event in result["events"]:
+        subject = event.get("workItemId", "")
+        print(f"  {event['sequence']:>5}  {event['kind']:<36} {subject}")
+
+
+# --- actions --------------------------------------------------------------------------------
+
+
+async def _create(args: argparse.Namespace) -> int:
+    from mwp.client.missions import MissionClient, in_seconds
+    from mwp.dev.scenario import definition_of_done
+
+    owner = _identity(args.state_dir, args.owner)
+    coordinator = _identity(args.state_dir, args.coordinator)
+    client = await _connect(args)
+    missions = MissionClient(client, _organization_id(args.state_dir))
+    follow_up_to = None
+    if args.follow_up_to is not None:
+        follow_up_to = _unique_mission(args.state_dir, args.follow_up_to)
+    mission, result = await missions.create(
+        owner,
+        follow_up_to=follow_up_to,
+        objective=args.objective,
+        coordinator_agent_id=coordinator.principal.id,
+        definition_of_done=definition_of_done(*args.done),
+        budget={"currency": "USD", "financialLimit": args.budget_usd},
+        deadline=in_seconds(args.deadline_days * 86400),
+    )
+    _remember(args.state_dir, mission.mission_id, mission.group_id)
+    print(f"Mission   {mission.mission_id}")
+    print(f"Group     {mission.group_id}")
+    print(f"Workflow  {mission.workflow_id}")
+    _print_result(result)
+    return 0
+
+
+async def _list(args: argparse.Namespace) -> int:
+    client = await _connect(args)
+    from mwp.client.missions import MissionClient
+
+    missions = MissionClient(client, _organization_id(args.state_dir))
+    for mission_id, group_id in _remembered(args.state_dir).items():
+        view = await missions.mission(mission_id, group_id).view()
+        print(f"{mission_id}  {view.get('state', '?'):<18} {view.get('objective', '')[:60]}")
+    return 0
+
+
+async def _show(args: argparse.Namespace) -> int:
+    client = await _connect(args)
+    view = await (await _mission(args, client)).view()
+    if args.json:
+        print(json.dumps(view, indent=2))
+        return 0
+    coordinator = view.get("coordinator", {})
+    print(f"Mission      {view['missionId']}  ({view['state']}, revision {view['revision']})")
+    print(f"Objective    {view['objective']}")
+    print(f"Owner        {view['missionOwner']['id']}")
+    print(
+        f"Coordinator  {coordinator.get('agentId')} (epoch {coordinator.get('coordinatorEpoch')})"
+    )
+    print(f"Sequence     {view.get('sequence')}")
+    items = view.get("workItems", [])
+    print(f"WorkItems    {len(items)}")
+    for item in items:
+        owner = item.get("owner") or "-"
+        print(f"  {item['workItemId']}  {item['state']:<10} rev {item['revision']:<3} {owner}")
+    if view.get("submission"):
+        submission = view["submission"]
+        print(
+            f"Submitted    revision {submission['missionRevision']}: "
+            f"{len(submission['artifactHashes'])} Artifacts"
+        )
+    return 0
+
+
+async def _send(args: argparse.Namespace) -> int:
+    payload_text = args.payload
+    if payload_text.startswith("@"):
+        payload_text = Path(payload_text[1:]).read_text()
+    try:
+        payload = json.loads(payload_text)
+    except json.JSONDecodeError as exc:
+        raise MissionCliError(f"--payload is not JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise MissionCliError("--payload must be a JSON object")
+    identity = _identity(args.state_dir, args.actor)
+    client = await _connect(args)
+    mission = await _mission(args, client)
+    result = await mission.send(
+        identity,
+        args.kind,
+        payload,
+        session_epoch=await _session_epoch(client, args.state_dir, identity),
+        work_item_id=args.work_item,
+        conversation_id=args.conversation,
+        expected_revision=args.expected_revision,
+    )
+    _print_result(result)
+    return 0
+
+
+async def _publish(args: argparse.Namespace) -> int:
+    from mwp.client import utc_now
+    from mwp.stores.artifacts import ArtifactStore, new_manifest, sign_manifest
+    from mwp.stores.objects import open_store
+
+    identity = _identity(args.state_dir, args.actor)
+    client = await _connect(args)
+    mission = await _mission(args, client)
+    item = await mission.work_item(args.work_item)
+    lease, owner = item.get("executionLease"), item.get("owner")
+    if item.get("state") != "active" or not lease or not owner:
+        raise MissionCliError(f"the WorkItem is {item.get('state')}, not active under a lease")
+    if owner["agentId"] != identity.principal.id:
+        raise MissionCliError(f"the WorkItem's owner is {owner['agentId']}, not {args.actor}")
+    store = ArtifactStore(open_store(args.store or args.state_dir / "objects"))
+    with args.file.open("rb") as handle:  # streamed: a large file is never held whole
+        content = store.put_stream(iter(lambda: handle.read(1 << 20), b""))
+    manifest = new_manifest(
+        content,
+        media_type=args.media_type,
+        schema_uri=args.schema_uri,
+        producer_agent_id=identity.principal.id,
+        agent_card_version=owner["agentCardVersion"],
+        capabilities=owner["capabilityPins"],
+        mission_id=mission.mission_id,
+        group_id=mission.group_id,
+        work_item_id=args.work_item,
+        created_at=utc_now(),
+    )
+    payload = {
+        "ownershipEpoch": item["ownershipEpoch"],
+        "leaseId": lease["leaseId"],
+        "manifest": sign_manifest(manifest, identity.key_id, identity.key),
+    }
+    result = await mission.send(
+        identity,
+        "artifact.publish",
+        payload,
+        session_epoch=await _session_epoch(client, args.state_dir, identity),
+        work_item_id=args.work_item,
+    )
+    print(f"Artifact  {content.content_hash} ({content.size_bytes} bytes, {content.uri})")
+    _print_result(result)
+    return 0
+
+
+async def _decide_submission(args: argparse.Namespace, kind: str, extra: dict[str, Any]) -> int:
+    identity = _identity(args.state_dir, args.actor)
+    client = await _connect(args)
+    mission = await _mission(args, client)
+    view = await mission.view()
+    submission = view.get("submission")
+    if view.get("state") != "awaiting_approval" or not submission:
+        raise MissionCliError(f"the Mission is {view.get('state')}, not awaiting approval")
+    payload: dict[str, Any] = {"missionRevision": submission["missionRevision"], **extra}
+    if kind == "mission.approve":
+        payload["artifactHashes"] = submission["artifactHashes"]
+    result = await mission.send(identity, kind, payload)
+    _print_result(result)
+    return 0
+
+
+async def _approve(args: argparse.Namespace) -> int:
+    extra = {"comments": args.comments} if args.comments else {}
+    return await _decide_submission(args, "mission.approve", extra)
+
+
+async def _request_changes(args: argparse.Namespace) -> int:
+    return await _decide_submission(args, "mission.request_changes", {"reason": args.reason})

@@ -1,0 +1,359 @@
+"""Missions from the client SDK: create one, send it Commands, read its state.
+
+>>> missions = MissionClient(client, "urn:mwp:organization:acme")
+>>> mission = await missions.create(ada, objective="Ship the report", ...)
+>>> result = await mission.send(coordinator, "work.authorize", {"contract": contract},
+...                             session_epoch=1, work_item_id=item_id)
+>>> result["receipt"]["lastSequence"], [e["kind"] for e in result["events"]]
+
+Each Command is signed by the sending :class:`~mwp.client.Identity` and decided by the
+Mission's Group Authority (its MissionWorkflow) as a Temporal Update. The handle fills in the
+envelope members the Authority checks (Group ID, current Membership and Coordinator Epochs)
+from the Mission's current view, so callers only name the payload; a rejection is a typed
+:class:`~mwp.core.errors.MwpError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from temporalio.client import WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from mwp.client import ClientError, Identity, MwpClient, new_id, wire_text
+from mwp.contracts.errors import RemoteMwpError, raising_mwp_errors
+from mwp.contracts.mission import MissionInput, mission_workflow_id, work_item_workflow_id
+from mwp.core.errors import ErrorCode
+from mwp.core.trust.registry import Principal
+from mwp.core.trust.signed_document import signing_hash
+from mwp.core.wire.values import format_utc
+
+COMMAND_UPDATE = "command"
+
+# How often a Command whose Update the server aborted (``WorkflowNotReady``) is resent.
+NOT_READY_ATTEMPTS = 10
+# How long a send keeps answering a Group's BACKPRESSURE (a rollover takes a fraction of a
+# second; a log far behind its mirror may take longer) before it raises the error.
+BACKPRESSURE_PATIENCE_SECONDS = 30.0
+
+T = TypeVar("T")
+
+# Kinds an agent sends as the Coordinator: they carry the current Coordinator Epoch.
+COORDINATOR_KINDS = frozenset(
+    {
+        "mission.renew_coordinator",
+        "mission.submit_for_approval",
+        "mission.create_child",
+        "mission.terminate",
+        "membership.change",
+        "membership.end",
+        "message.redact",
+        "work.authorize",
+        "work.offer",
+        "work.unblock",
+        "work.accept_result",
+        "work.fail",
+        "work.cancel",
+    }
+)
+
+
+def group_authority(organization_id: str) -> Principal:
+    """The Group Authority service Principal of an Organization (every Event's acceptedBy)."""
+    return Principal("service", f"{organization_id}:service:group-authority")
+
+
+def in_seconds(seconds: int) -> str:
+    return format_utc(datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=seconds))
+
+
+@dataclass
+class MissionHandle:
+    """One Mission: its Group Authority's workflow and the Group it decides for."""
+
+    client: MwpClient
+    mission_id: str
+    group_id: str
+
+    @property
+    def workflow_id(self) -> str:
+        return mission_workflow_id(self.mission_id)
+
+    async def send(
+        self,
+        identity: Identity,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        session_epoch: int | None = None,
+        work_item_id: str | None = None,
+        conversation_id: str | None = None,
+        expected_revision: int | None = None,
+        as_coordinator: bool | None = None,
+        action_id: str | None = None,
+        epochs: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Sign ``kind`` with ``payload`` as ``identity`` and have the Authority decide it.
+
+        The signer's Membership and Coordinator epochs come from ``epochs`` (what
+        :meth:`epochs` returned earlier) or else from a query first."""
+        membership_epoch = coordinator_epoch = None
+        if identity.principal.type != "service":
+            if epochs is None:
+                epochs = await self.epochs(identity.principal.id)
+            membership_epoch = epochs["membershipEpoch"]
+            coordinator = epochs["coordinator"] or {}
+            coordinating = (
+                as_coordinator
+                if as_coordinator is not None
+                else identity.principal.type == "agent"
+                and kind in COORDINATOR_KINDS
+                and coordinator.get("agentId") == identity.principal.id
+            )
+            if coordinating:
+                coordinator_epoch = coordinator.get("coordinatorEpoch")
+        command = identity.command(
+            kind,
+            payload,
+            group_id=self.group_id,
+            session_epoch=session_epoch if identity.principal.type == "agent" else None,
+            membership_epoch=membership_epoch,
+            coordinator_epoch=coordinator_epoch,
+            work_item_id=work_item_id,
+            conversation_id=conversation_id,
+            expected_revision=expected_revision,
+            action_id=action_id,
+        )
+        return await self.send_signed(command)
+
+    async def send_signed(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        """Send an already signed Command (exact bytes: its JCS form)."""
+        return await resending_until_decided(
+            lambda: self.client.send_command(self.workflow_id, COMMAND_UPDATE, command)
+        )
+
+    async def view(self) -> dict[str, Any]:
+        value: dict[str, Any] = await self.client.query(self.workflow_id, "mission")
+        return value
+
+    async def epochs(self, principal_id: str) -> dict[str, Any]:
+        """``{membershipEpoch, coordinator: {agentId, coordinatorEpoch}}`` for signing."""
+        value: dict[str, Any] = await self.client.query(self.workflow_id, "epochs", principal_id)
+        return value
+
+    async def work_item(self, work_item_id: str) -> dict[str, Any]:
+        """The WorkItem's full view. The Mission holds it until the item settles; an item
+        settled in an earlier run of the Mission is read from its WorkItemWorkflow's result."""
+        value: dict[str, Any] = await self.client.query(self.workflow_id, "work_item", work_item_id)
+        final = value.get("finalView")
+        if final is None:
+            return value
+        view: dict[str, Any] = await self.client.workflow_result(final["workflowId"])
+        return view
+
+    async def sequence(self) -> int:
+        value: int = await self.client.query(self.workflow_id, "sequence")
+        return value
+
+    async def events_this_run(self, after_sequence: int = 0) -> list[dict[str, Any]]:
+        value: list[dict[str, Any]] = await self.client.query(
+            self.workflow_id, "events_this_run", after_sequence
+        )
+        return value
+
+    def work_item_workflow_id(self, work_item_id: str) -> str:
+        return work_item_workflow_id(self.mission_id, work_item_id)
+
+    async def create_child(
+        self,
+        coordinator: Identity,
+        work_item_id: str,
+        *,
+        session_epoch: int,
+        objective: str,
+        child_coordinator_agent_id: str,
+        definition_of_done: Sequence[Mapping[str, Any]],
+        budget: Mapping[str, Any],
+        deadline: str,
+        failure_policy: str = "block",
+        child_mission_id: str | None = None,
+        child_group_id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> tuple[MissionHandle, dict[str, Any]]:
+        """``mission.create_child`` by this Mission's Coordinator: promotes ``work_item_id`` to
+        a child Mission with its own Group (started by the Authority); the Coordinator becomes
+        the child's MissionOwner. The child's approval later verifies the WorkItem."""
+        child_mission_id = child_mission_id or new_id()
+        child_group_id = child_group_id or new_id()
+        payload = {
+            "childMissionId": child_mission_id,
+            "childGroupId": child_group_id,
+            "objective": objective,
+            "definitionOfDone": list(definition_of_done),
+            "budget": dict(budget),
+            "deadline": deadline,
+            "coordinatorAgentId": child_coordinator_agent_id,
+            "failurePolicy": failure_policy,
+            **(extra or {}),
+        }
+        result = await self.send(
+            coordinator,
+            "mission.create_child",
+            payload,
+            session_epoch=session_epoch,
+            work_item_id=work_item_id,
+            as_coordinator=True,
+        )
+        return MissionHandle(self.client, child_mission_id, child_group_id), result
+
+
+class MissionClient:
+    """Missions of one Organization."""
+
+    def __init__(
+        self,
+        client: MwpClient,
+        organization_id: str,
+        *,
+        authority: Principal | None = None,
+        updates_per_run: int | None = None,
+        mirror_task_queue: str | None = None,
+        snapshot_capacity: int | None = None,
+    ) -> None:
+        self.client = client
+        # Packed snapshot bytes past which the Group takes no new WorkItems (tests lower it).
+        self.snapshot_capacity = snapshot_capacity
+        self.organization_id = organization_id
+        self.authority = authority or group_authority(organization_id)
+        self.updates_per_run = updates_per_run
+        # Where the Group Event log mirror runs (default: the authority worker's queue).
+        self.mirror_task_queue = mirror_task_queue
+
+    def mission(self, mission_id: str, group_id: str) -> MissionHandle:
+        return MissionHandle(self.client, mission_id, group_id)
+
+    async def create(
+        self,
+        owner: Identity,
+        *,
+        objective: str,
+        coordinator_agent_id: str,
+        definition_of_done: Sequence[Mapping[str, Any]],
+        budget: Mapping[str, Any],
+        deadline: str,
+        mission_id: str | None = None,
+        group_id: str | None = None,
+        follow_up_to: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> tuple[MissionHandle, dict[str, Any]]:
+        """``mission.create`` by the human ``owner``: starts the Mission's Group Authority.
+
+        With ``follow_up_to`` it is ``mission.create_follow_up``, linked to that approved
+        Mission of the same owner (corrections and remediation, spec 7.1)."""
+        if owner.principal.type != "human":
+            raise ClientError("a root Mission's MissionOwner is a human")
+        mission_id = mission_id or new_id()
+        group_id = group_id or new_id()
+        payload = {
+            "missionId": mission_id,
+            "objective": objective,
+            "definitionOfDone": list(definition_of_done),
+            "budget": dict(budget),
+            "deadline": deadline,
+            "coordinatorAgentId": coordinator_agent_id,
+            **(extra or {}),
+        }
+        kind = "mission.create"
+        if follow_up_to is not None:
+            kind, payload["followUpToMissionId"] = "mission.create_follow_up", follow_up_to
+        command = owner.command(kind, payload, group_id=group_id)
+        result = await self.create_signed(command)
+        return self.mission(mission_id, group_id), result
+
+    async def create_signed(self, command: Mapping[str, Any]) -> dict[str, Any]:
+        """Start the Group Authority of a signed ``mission.create`` and have it decide."""
+        mission_id = command["payload"]["missionId"]
+        start_input = MissionInput(
+            organization_id=self.organization_id, authority=self.authority.to_json()
+        )
+        if self.updates_per_run is not None:
+            start_input.updates_per_run = self.updates_per_run
+        start_input.mirror_task_queue = self.mirror_task_queue
+        if self.snapshot_capacity is not None:
+            start_input.snapshot_capacity = self.snapshot_capacity
+        temporal = self.client.temporal
+
+        async def send() -> dict[str, Any]:
+            # A with-start operation is single-use: a resend needs a new one.
+            operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+                "MissionWorkflow",
+                start_input,
+                id=mission_workflow_id(mission_id),
+                task_queue=self.client.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=f"Mission {mission_id}",
+            )
+            with raising_mwp_errors():
+                result: dict[str, Any] = await temporal.execute_update_with_start_workflow(
+                    COMMAND_UPDATE,
+                    wire_text(command),
+                    start_workflow_operation=operation,
+                    id=signing_hash(command),
+                    result_type=dict,
+                )
+            return result
+
+        return await resending_until_decided(send)
+
+
+def workflow_not_ready(error: BaseException) -> bool:
+    """Whether the server aborted an Update because the workflow task processing it failed.
+
+    It happens, for instance, when a signal (a WorkItem's timer report, a registry notice)
+    lands while the task that accepts the Update and continues the Group as new is in flight:
+    the server refuses that task's completion and drops the Update. Nothing was applied, so
+    resending the byte-equal Command is safe (if it had been, its receipt comes back).
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, RPCError) and current.status == RPCStatusCode.FAILED_PRECONDITION:
+            details = current.grpc_status.details
+            if any(d.type_url.endswith(".WorkflowNotReadyFailure") for d in details):
+                return True
+        current = current.__cause__
+    return False
+
+
+async def resending_until_decided(
+    send: Callable[[], Awaitable[T]],
+    attempts: int = NOT_READY_ATTEMPTS,
+    *,
+    backpressure_seconds: float = BACKPRESSURE_PATIENCE_SECONDS,
+) -> T:
+    """``send()``, resent while the server reports WorkflowNotReady (short backoff) or the
+    Group answers ``BACKPRESSURE`` (after its ``retryAfterMs``, for up to
+    ``backpressure_seconds``). Both mean nothing was applied, so a byte-equal resend is safe."""
+    delay = 0.02
+    not_ready = 0
+    deadline = asyncio.get_running_loop().time() + backpressure_seconds
+    while True:
+        try:
+            return await send()
+        except RemoteMwpError as exc:
+            loop_time = asyncio.get_running_loop().time()
+            if exc.code != ErrorCode.BACKPRESSURE or loop_time >= deadline:
+                raise
+            await asyncio.sleep((exc.retry_after_ms or 100) / 1000)
+        except Exception as exc:
+            not_ready += 1
+            if not workflow_not_ready(exc) or not_ready >= attempts:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)

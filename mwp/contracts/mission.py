@@ -1,0 +1,68 @@
+"""What a Mission's Group Authority workflow is called and started with.
+
+Shared by the workflows and the client SDK, so a client never imports workflow code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Below Temporal's 2,000 Updates per run (duplicates and handler failures count there too).
+# A server that suggests continue-as-new earlier (its default: 4,096 events, about 900
+# Commands) ends runs sooner; the embedded stack raises that suggestion (mwp/dev/stack.py).
+DEFAULT_UPDATES_PER_RUN = 1_800
+
+
+@dataclass
+class MissionInput:
+    organization_id: str
+    authority: dict[str, str]  # the Group Authority service Principal (acceptedBy)
+    snapshot: dict[str, Any] | None = None
+    registry_notice: dict[str, Any] | None = None  # the newest RegistryNotice, as JSON
+    updates_per_run: int = DEFAULT_UPDATES_PER_RUN
+    run_number: int = 1
+    # A child Mission's first run: the parent Group's ``mission.child.created`` Event.
+    founding: dict[str, Any] | None = None
+    # Accepted Events not yet confirmed in the Group Event log, carried across runs (packed
+    # like the snapshot: ``{"events": [...]}``).
+    outbox: dict[str, Any] | None = None
+    # Where the mirror activity runs (None: the authority task queue).
+    mirror_task_queue: str | None = None
+    # Past this many bytes of packed continue-as-new snapshot the Group takes no new WorkItems.
+    snapshot_capacity: int = 0  # 0: SNAPSHOT_CAPACITY
+
+
+# A Group's state travels as one continue-as-new input, and Temporal refuses payloads over
+# 2 MiB. Each settled WorkItem adds about 0.8 KB to the packed snapshot (measured by `make
+# bench-group`), so past this size (about 1,900 WorkItems) the Group refuses new WorkItems with
+# a typed error, well before the limit: its work continues in a follow-up Mission.
+SNAPSHOT_CAPACITY = 1_500_000
+
+# The mirror activity (activities/mirror.py): its name and input, shared with the workflow.
+MIRROR_EVENTS = "mirror_events"
+MIRROR_BATCH_LIMIT = 500  # Events per activity call (its input stays far below 2 MiB)
+# Past this many unconfirmed Events the Group answers BACKPRESSURE until the log catches up.
+MIRROR_OUTBOX_LIMIT = 5_000
+
+
+@dataclass
+class MirrorBatch:
+    group_id: str
+    authority_id: str  # the Group Authority Principal: whose key signs
+    events: list[dict[str, Any]]  # accepted, unsigned, contiguous, in Group order
+
+
+@dataclass
+class TimerReport:
+    work_item_id: str
+    kind: str
+    token: str
+
+
+def mission_workflow_id(mission_id: str) -> str:
+    return f"mwp-mission/{mission_id}"
+
+
+def work_item_workflow_id(mission_id: str, work_item_id: str) -> str:
+    return f"mwp-work-item/{mission_id}/{work_item_id}"

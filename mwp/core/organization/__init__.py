@@ -1,0 +1,1 @@
+"""The Organization's Agent Registry service: its Commands, state and notices to Groups."""

@@ -1,0 +1,1 @@
+"""The embedded stack (Temporal dev server, SeaweedFS, the authority worker) and the demos."""

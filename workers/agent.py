@@ -1,0 +1,252 @@
+"""The agent worker process: one Agent's tools as activities on the agent's own task queue.
+
+``mwp agent run MODULE:ATTR`` (or :func:`run_agent_worker`) imports the Agent declaration,
+makes sure the Organization's registry holds its current Agent Card (registering a new card
+version when the key, capabilities or concurrency changed), opens a new Session (its Session
+Epoch fences every older session of the agent), and runs a Temporal Worker on
+``mwp-agent/<agent id>`` hosting the ``run_tool`` activity over a :class:`ToolLedger`. It
+stops cleanly on SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from mwp.agent.declaration import Agent
+from mwp.agent.inbox import GroupInboxes
+from mwp.agent.ledger import ToolLedger
+from mwp.client import KeyStore, MwpClient, OrganizationRegistryClient, connect
+from mwp.client.missions import group_authority
+from mwp.client.state_dir import StateDirError
+from mwp.client.state_dir import organization_id_of as state_dir_organization
+from mwp.contracts.agent import agent_task_queue, agent_workflow_id
+from mwp.stores.objects import ObjectStore, S3ObjectStore, open_store
+
+# Where `mwp registry init` leaves the registry service key and the Organization's ID.
+REGISTRY_KEY_NAME = "registry-service"
+
+
+class AgentWorkerError(Exception):
+    """A user-facing failure of the agent worker (printed without a traceback)."""
+
+
+def load_agent(target: str) -> Agent:
+    """The :class:`Agent` named by ``MODULE:ATTR`` (``ATTR`` may be dotted)."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise AgentWorkerError(f"expected MODULE:ATTR (e.g. myagents.writer:agent), got {target!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does: agents next to the caller
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise AgentWorkerError(f"cannot import module {module_name!r}: {exc}") from exc
+    for part in attr.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise AgentWorkerError(f"module {module_name!r} has no attribute {attr!r}") from None
+    if not isinstance(value, Agent):
+        raise AgentWorkerError(
+            f"{target} is a {type(value).__name__}, not an mwp.agent.Agent declaration"
+        )
+    return value
+
+
+def organization_id_of(state_dir: Path, organization_id: str | None = None) -> str:
+    """``organization_id``, else the one `mwp registry init` remembered in ``state_dir``."""
+    try:
+        return state_dir_organization(state_dir, organization_id)
+    except StateDirError as exc:
+        raise AgentWorkerError(str(exc)) from None
+
+
+def _card_matches(card: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    def capabilities(c: Mapping[str, Any]) -> list[Any]:
+        return sorted(json.dumps(entry, sort_keys=True) for entry in c["capabilities"])
+
+    return (
+        {k["keyId"] for k in wanted["publicKeys"]} <= {k["keyId"] for k in card["publicKeys"]}
+        and capabilities(card) == capabilities(wanted)
+        and card.get("maxConcurrency") == wanted["maxConcurrency"]
+        and card.get("displayName") == wanted["displayName"]
+        and card.get("owner") == wanted["owner"]
+    )
+
+
+async def ensure_registered(registry: OrganizationRegistryClient, agent: Agent) -> int:
+    """The Agent Card version the registry holds for ``agent``, registering a new version
+    first when the registered card does not match the declaration (or there is none)."""
+    wanted = agent.card()
+    if wanted["organizationId"] != registry.organization_id:
+        raise AgentWorkerError(
+            f"{agent.agent_id} is declared for {wanted['organizationId']}, "
+            f"not {registry.organization_id}"
+        )
+    current = await registry.agent_card(agent.agent_id)
+    if current is not None and _card_matches(current, wanted):
+        version: int = current["cardVersion"]
+        return version
+    if current is not None:
+        wanted["cardVersion"] = max(int(current["cardVersion"]) + 1, agent.card_info.card_version)
+    result = await registry.register_agent_card(wanted)
+    registered: int = result["cardVersion"]
+    return registered
+
+
+def build_agent_worker(
+    client: Client,
+    agent: Agent,
+    ledger: ToolLedger,
+    *,
+    task_queue: str | None = None,
+    runtime: MwpClient | None = None,
+    **options: Any,
+) -> Worker:
+    """A Worker on ``agent``'s task queue (or ``task_queue``) hosting its tool activity and,
+    given the ``runtime`` client, its AgentWorkflow (the Worker Scheduler) with the
+    ``accept_offer`` and ``run_capability`` activities."""
+    from mwp.activities.agent import AgentActivities
+    from mwp.activities.tools import ToolActivities
+    from mwp.workflows.agent import AgentWorkflow
+
+    tools = ToolActivities(agent, ledger)
+    activities: list[Callable[..., Any]] = [tools.run_tool]
+    workflows: list[type] = []
+    if runtime is not None:
+        agents = AgentActivities(agent, runtime, ledger.store)
+        activities += [agents.accept_offer, agents.run_capability, agents.disclose_schedule]
+        workflows.append(AgentWorkflow)
+    options.setdefault("max_concurrent_activities", max(8, 4 * agent.max_concurrency))
+    return Worker(
+        client,
+        task_queue=task_queue or agent_task_queue(agent.agent_id),
+        activities=activities,
+        workflows=workflows,
+        **options,
+    )
+
+
+def agent_input(agent: Agent, card_version: int, session_epoch: int, **options: Any) -> Any:
+    """The AgentWorkflow's input for ``agent`` (its card's capabilities and concurrency)."""
+    from mwp.workflows.agent import AgentInput
+
+    served: dict[str, list[str]] = {}
+    for spec in agent.capabilities:
+        served.setdefault(spec.id, []).append(spec.version)
+    return AgentInput(
+        agent_id=agent.agent_id,
+        card_version=card_version,
+        capabilities={k: sorted(v) for k, v in served.items()},
+        slots=agent.max_concurrency,
+        session_epoch=session_epoch,
+        **options,
+    )
+
+
+async def start_scheduler(
+    client: Client, agent: Agent, card_version: int, session_epoch: int, **options: Any
+) -> None:
+    """Start the agent's AgentWorkflow, or tell the running one about the new Session."""
+    from mwp.workflows.agent import AgentWorkflow
+
+    await client.start_workflow(
+        AgentWorkflow.run,
+        agent_input(agent, card_version, session_epoch, **options),
+        id=agent_workflow_id(agent.agent_id),
+        task_queue=agent_task_queue(agent.agent_id),
+        start_signal="session",
+        start_signal_args=[session_epoch],
+    )
+
+
+def scheduler_inboxes(
+    client: MwpClient, registry: OrganizationRegistryClient, agent: Agent, store: ObjectStore
+) -> GroupInboxes:
+    """The agent's Group inboxes, feeding its AgentWorkflow."""
+    handle = client.temporal.get_workflow_handle(agent_workflow_id(agent.agent_id))
+
+    async def cursors() -> dict[str, Any]:
+        value: dict[str, Any] = await handle.query("cursors")
+        return value
+
+    async def deliver(batch: dict[str, Any]) -> None:
+        await handle.signal("deliver", batch)
+
+    authority = group_authority(registry.organization_id)
+    return GroupInboxes(
+        store, registry.evidence, cursors, deliver, authority=authority, agent_id=agent.agent_id
+    )
+
+
+@dataclass(frozen=True)
+class AgentSession:
+    """What starting the worker established: the card version and the new Session Epoch."""
+
+    organization_id: str
+    card_version: int
+    session_epoch: int
+    task_queue: str
+
+
+async def run_agent_worker(
+    agent: Agent,
+    *,
+    address: str = "127.0.0.1:7233",
+    namespace: str = "default",
+    state_dir: Path = Path(".mwp"),
+    organization_id: str | None = None,
+    tool_store: str | None = None,
+    on_ready: Callable[[AgentSession], None] | None = None,
+    scheduler_options: Mapping[str, Any] | None = None,
+    stop: asyncio.Event | None = None,
+) -> AgentSession:
+    """Register, open a Session, run the agent's runtime until ``stop`` is set (without one:
+    until SIGINT or SIGTERM); the session. ``scheduler_options`` go to the AgentWorkflow's
+    input (for example ``lease_seconds``, ``weights``, ``quotas``)."""
+    organization = organization_id_of(state_dir, organization_id)
+    registrar = KeyStore.in_state_dir(state_dir).load(REGISTRY_KEY_NAME)
+    client = await connect(address, namespace)
+    registry = client.registry(organization, registrar)
+    card_version = await ensure_registered(registry, agent)
+    epoch = await registry.open_session(agent.agent_id)
+    store = open_store(tool_store or state_dir / "objects")
+    if isinstance(store, S3ObjectStore):
+        store.ensure_bucket()
+    queue = agent_task_queue(agent.agent_id)
+    worker = build_agent_worker(
+        client.temporal, agent, ToolLedger(store), task_queue=queue, runtime=client
+    )
+    session = AgentSession(organization, card_version, epoch, queue)
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM) if stop is None else ()
+    stop = stop or asyncio.Event()
+    for signum in signals:
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        async with worker:
+            await start_scheduler(
+                client.temporal, agent, card_version, epoch, **(scheduler_options or {})
+            )
+            inboxes = scheduler_inboxes(client, registry, agent, store)
+            feeding = asyncio.create_task(inboxes.run(stop))
+            if on_ready is not None:
+                on_ready(session)
+            await stop.wait()
+            await feeding
+    finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+    return session
