@@ -1,168 +1,350 @@
-"""A local runner for unit tests of capabilities (no Temporal, no Group Authority).
+"""A local runner for unit tests of capabilities: the real leased run over an in-memory Group.
 
-:class:`LocalCapabilityRunner` calls a declared capability in-process with a
-:class:`~mwp.agent.context.CapabilityContext` whose tool calls go through a real
-:class:`~mwp.agent.ledger.ToolLedger` over the given object store, and whose Commands are
-built with the real builders, checked, and collected in ``commands`` instead of being sent.
-It proves that a capability's logic, tool keys, Evidence mapping and checkpoint/resume
-behave; it proves nothing about leases, fencing, scheduling or crash recovery, which belong
-to the Temporal agent runtime and its integration tests.
+:class:`LocalCapabilityRunner` runs a capability with
+:class:`~mwp.agent.execution.LeasedExecution`, the code the agent worker runs on Temporal,
+talking to a :class:`LocalGroup` instead of a Group Authority. A capability tested this way
+goes through the same ``work.start``, tool keys and ledger, checkpoint storage and resume,
+publishing, submission checks, retries and budgets of its Work Contract, ``work.fail`` with
+failure Evidence, and fencing (``LeaseLost``, late results kept for audit) as in production.
+
+:class:`LocalGroup` is the :class:`~mwp.agent.execution.OwnerChannel` of one WorkItem that
+the agent already owns (``queued`` under its Ownership Epoch). It records every Command it is
+sent, answers an accepted one with a receipt and an Event shaped like the Authority's, and
+keeps a WorkItem view that follows them (its lease after ``work.start``, its checkpoint
+reference after each checkpoint, its state after a release). It refuses as the Authority
+would when the item is in the wrong state (``INVALID_STATE_TRANSITION``), the Ownership Epoch
+is fenced (``WORK_STALE_OWNERSHIP``) or the lease is not the current one
+(``WORK_LEASE_EXPIRED``); a test fences the run with
+:meth:`LocalCapabilityRunner.fence` and asks for preemption with
+:meth:`~LocalCapabilityRunner.request_preemption`. It is not the Group Authority: nothing is
+signed, and envelopes, Artifact manifests and timers are not checked; the Authority's rules
+are proved by ``tests/unit/group``, and scheduling, renewals over time and crash recovery
+across processes by the integration tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NoReturn
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from mwp.agent.actions import (
-    WorkItemFacts,
-    accepts_idempotency_key,
-    publish_command,
-    resolve_tool,
-)
-from mwp.agent.context import Blocked, CapabilityContext, Preempted
 from mwp.agent.declaration import Agent, CapabilitySpec
-from mwp.agent.ledger import ToolLedger
+from mwp.agent.execution import FENCED_CODES, LeasedExecution
 from mwp.agent.progress import (
+    LEASE_RENEW,
+    WORK_BLOCK,
+    WORK_CHECKPOINT,
+    WORK_FAIL,
+    WORK_SUBMIT,
     OwnerCommand,
-    Progress,
     Submission,
-    block_command,
-    checkpoint_command,
-    progress_command,
-    submit_command,
 )
 from mwp.client import utc_now
-from mwp.core.idempotency import tool_key
+from mwp.contracts.agent import ExecutionOrder
+from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.group.api import Receipt
+from mwp.core.group.clock import plus_seconds
+from mwp.core.group.ids import derive_id, event_id
+from mwp.core.group.policy import EXECUTION_LEASE_SECONDS
 from mwp.core.wire.jcs import canonicalize, sha256_ref
 from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import ObjectStore
 
+Json = dict[str, Any]
+WORKER_LEASE_SECONDS = 60  # what the agent worker asks for unless told otherwise
+
 
 @dataclass(frozen=True)
 class LocalOutcome:
-    """How a local run ended: ``submitted``, ``blocked`` or ``preempted``, and its Command."""
+    """How a local run ended, as :class:`LeasedExecution` reported it: ``submitted``,
+    ``blocked``, ``preempted``, ``failed``, ``fenced`` or ``not_started``.
+
+    ``command`` is the last Command the Group was sent (the submission, block, checkpoint,
+    failure, or the one refused); ``submission`` what the capability returned; ``state`` the
+    state it last checkpointed or resumed from; ``detail`` the outcome's detail (refusal,
+    failure code, ``lateResult``...)."""
 
     status: str
     command: OwnerCommand
     submission: Submission | None = None
     state: Any = None
+    lease_id: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
 
 
-class _LocalContext(WorkItemFacts):
-    def __init__(self, runner: LocalCapabilityRunner, lease_id: str) -> None:
-        super().__init__(
-            runner.mission_id,
-            runner.group_id,
-            runner.work_item_id,
-            runner.ownership_epoch,
-            runner.contract,
-        )
-        self._runner = runner
-        self._lease_id = lease_id
+class LocalGroup:
+    """An in-memory Group Authority for one owned WorkItem (see the module docstring)."""
 
-    @property
-    def resume_state(self) -> Any:
-        return self._runner.resume_state
-
-    @property
-    def preemption_requested(self) -> bool:
-        return self._runner.preemption_requested
-
-    async def read_artifact(self, content_hash: str) -> bytes:
-        return self._runner.artifacts.get(content_hash)
-
-    async def tool(
-        self, op_id: str, fn: Callable[..., Awaitable[Any]] | str, /, *args: Any, **kwargs: Any
-    ) -> Any:
-        r = self._runner
-        fn = resolve_tool(r.agent, fn)
-        key = tool_key(r.mission_id, r.work_item_id, r.ownership_epoch, op_id)
-        r.tool_keys.append((op_id, key))
-        return await r.ledger.run_once(
-            key, fn, *args, pass_key=accepts_idempotency_key(fn), **kwargs
-        )
-
-    async def publish(
+    def __init__(
         self,
-        data: bytes,
+        agent_id: str,
+        contract: Mapping[str, Any],
         *,
-        media_type: str,
-        schema_uri: str,
-        source_hashes: Sequence[str] = (),
-    ) -> str:
-        r = self._runner
-        content = r.artifacts.put(data)
-        r.commands.append(
-            publish_command(
-                r.agent,
-                r.spec,
-                content,
-                media_type=media_type,
-                schema_uri=schema_uri,
-                source_hashes=source_hashes,
-                mission_id=r.mission_id,
-                group_id=r.group_id,
-                work_item_id=r.work_item_id,
-                ownership_epoch=r.ownership_epoch,
-                lease_id=self._lease_id,
-                created_at=r.now(),
-            )
-        )
-        return content.content_hash
+        mission_id: str,
+        group_id: str,
+        work_item_id: str,
+        ownership_epoch: int,
+        session_epoch: int,
+        clock: Callable[[], str],
+    ) -> None:
+        self.agent_id = agent_id
+        self.session_epoch = session_epoch
+        self.clock = clock
+        self.commands: list[OwnerCommand] = []
+        self.preempt = False
+        self.sequence = 0
+        self.view: Json = {
+            "workItemId": work_item_id,
+            "missionId": mission_id,
+            "groupId": group_id,
+            "revision": 1,
+            "state": "queued",
+            "contract": copy.deepcopy(dict(contract)),
+            "owner": {"agentId": agent_id, "ownershipEpoch": ownership_epoch},
+            "ownershipEpoch": ownership_epoch,
+        }
 
-    async def progress(self, progress: Progress) -> None:
-        r = self._runner
-        r.commands.append(
-            progress_command(
-                r.work_item_id,
-                ownership_epoch=r.ownership_epoch,
-                lease_id=self._lease_id,
-                progress=progress,
-            )
-        )
+    # --- the OwnerChannel ------------------------------------------------------------------
 
-    async def checkpoint(self, progress: Progress, state: Any = None) -> None:
-        r = self._runner
-        ref = None if state is None else sha256_ref(canonicalize(state))
-        command = checkpoint_command(
-            r.work_item_id,
-            ownership_epoch=r.ownership_epoch,
-            lease_id=self._lease_id,
-            progress=progress,
-            checkpoint_ref=ref,
-        )
-        r.resume_state = state  # a crashed or resumed run starts again from here
-        if r.preemption_requested:
-            r.commands.append(command)
-            raise Preempted(state)
-        # Not preempted: the progress goes with the lease renewal and execution continues.
-        r.commands.append(
-            progress_command(
-                r.work_item_id,
-                ownership_epoch=r.ownership_epoch,
-                lease_id=self._lease_id,
-                progress=progress,
-            )
-        )
+    async def send(self, command: OwnerCommand) -> Json:
+        self.commands.append(command)
+        kind = self._check(command)
+        now = self.clock()
+        receipt = self._accept(command, kind, kind.payload(self, command.payload, now), now)
+        if "executionLease" not in self.view:
+            self.preempt = False  # the item is no longer running: the request is answered
+        return receipt
 
-    async def block(self, resolution: str, *, progress: Progress | None = None) -> NoReturn:
-        r = self._runner
-        r.commands.append(
-            block_command(
-                r.work_item_id,
-                ownership_epoch=r.ownership_epoch,
-                lease_id=self._lease_id,
-                required_resolution=resolution,
-                progress=progress,
+    async def work_item(self, work_item_id: str) -> Json:
+        self._require_item(work_item_id)
+        return copy.deepcopy(self.view)
+
+    async def preemption_requested(self) -> bool:
+        return self.preempt
+
+    # --- what a test does to the Group -----------------------------------------------------
+
+    def fence(self, code: ErrorCode) -> None:
+        """``WORK_LEASE_EXPIRED``: the lease ran out (not renewed in time); its holder's
+        Commands are refused from now on. ``WORK_STALE_OWNERSHIP``: the owner was fenced (its
+        grant expired, the item may go to a higher Ownership Epoch)."""
+        if code not in FENCED_CODES:
+            raise ValueError(f"{code} does not fence a run")
+        lease = self.view.get("executionLease")
+        if code is ErrorCode.WORK_LEASE_EXPIRED:
+            if lease is None:
+                raise ValueError("no Execution Lease is running")
+            lease.update(state="expired", closureReason="lease expired")
+        else:
+            self.view["ownerFencedReason"] = "execution_lease_expired"
+            self.view.pop("executionLease", None)
+
+    # --- deciding --------------------------------------------------------------------------
+
+    def _check(self, command: OwnerCommand) -> _Kind:
+        """Refuse what the Authority refuses before any Event: state, epoch, lease."""
+        self._require_item(command.work_item_id)
+        kind = _KINDS.get(command.kind)
+        if kind is None:
+            raise MwpError(ErrorCode.INVALID_COMMAND, f"{command.kind} is not an owner Command")
+        p, view = command.payload, self.view
+        if view["state"] != kind.state:
+            raise MwpError(
+                ErrorCode.INVALID_STATE_TRANSITION,
+                f"{command.kind} is not permitted while the WorkItem is {view['state']}",
+                details={"state": view["state"]},
             )
+        fenced = "owner" not in view or "ownerFencedReason" in view
+        if fenced or p.get("ownershipEpoch") != view["ownershipEpoch"]:
+            raise MwpError(ErrorCode.WORK_STALE_OWNERSHIP, "the Ownership Epoch is fenced")
+        lease = view.get("executionLease")
+        if kind.leased and (
+            lease is None or lease["leaseId"] != p.get("leaseId") or lease["state"] != "active"
+        ):
+            raise MwpError(ErrorCode.WORK_LEASE_EXPIRED, "not the current Execution Lease")
+        return kind
+
+    def _accept(self, command: OwnerCommand, kind: _Kind, payload: Json, now: str) -> Json:
+        self.sequence += 1
+        self.view["revision"] += 1
+        group_id = self.view["groupId"]
+        action_id = derive_id(group_id, "local-action", self.sequence)
+        event: Json = {
+            "protocolVersion": "0.1",
+            "eventId": event_id(group_id, self.sequence),
+            "groupId": group_id,
+            "sequence": self.sequence,
+            "aggregateRevision": self.view["revision"],
+            "kind": kind.event,
+            "actor": {"type": "agent", "id": self.agent_id},
+            "cause": {"type": "command", "id": action_id},
+            "workItemId": command.work_item_id,
+            "occurredAt": now,
+            "payload": payload,
+        }
+        kind.evolve(self.view, event)
+        receipt = Receipt(
+            action_id=action_id,
+            actor_id=self.agent_id,
+            # Nothing is signed locally: the hash of the unsigned Command stands in.
+            signing_hash=sha256_ref(canonicalize({"kind": command.kind, **command.payload})),
+            group_id=group_id,
+            first_sequence=self.sequence,
+            last_sequence=self.sequence,
+            event_ids=(event["eventId"],),
+            aggregate_revision=self.view["revision"],
+            accepted_at=now,
         )
-        raise Blocked(resolution)
+        return {"receipt": receipt.to_json(), "events": [copy.deepcopy(event)]}
+
+    def _require_item(self, work_item_id: str) -> None:
+        if work_item_id != self.view["workItemId"]:
+            raise LookupError(f"this local Group holds no WorkItem {work_item_id}")
+
+    def lease_document(self, lease_id: str, now: str, seconds: int, renewals: int) -> Json:
+        v = self.view
+        return {
+            "leaseId": lease_id,
+            "leaseType": "execution",
+            "missionId": v["missionId"],
+            "groupId": v["groupId"],
+            "workItemId": v["workItemId"],
+            "holderAgentId": self.agent_id,
+            "sessionEpoch": self.session_epoch,
+            "ownershipEpoch": v["ownershipEpoch"],
+            "issuedAt": now,
+            "startsAt": now,
+            "expiresAt": plus_seconds(now, seconds),
+            "state": "active",
+            "renewalCount": renewals,
+        }
+
+
+# --- each owner Command: what it needs, its Event, and how the view follows (as the Authority)
+
+
+@dataclass(frozen=True)
+class _Kind:
+    state: str  # the WorkItem state the Command needs
+    event: str  # the Event kind it is recorded as
+    leased: bool  # whether it must name the current, unexpired Execution Lease
+    payload: Callable[[LocalGroup, Json, str], Json]  # the Event payload (Group, payload, now)
+    evolve: Callable[[Json, Json], None]  # how the view follows the Event
+
+
+def _as_sent(group: LocalGroup, payload: Json, now: str) -> Json:
+    return copy.deepcopy(payload)
+
+
+def _unchanged(view: Json, event: Json) -> None:
+    """An Artifact is the Mission's, not the WorkItem's: the view does not change."""
+
+
+def _released(view: Json, state: str, event: Json) -> None:
+    view.pop("executionLease", None)
+    view["state"] = state
+    if "progress" in event["payload"]:
+        view["progress"] = event["payload"]["progress"]
+
+
+def _checkpoint(view: Json, event: Json, lease_id: str) -> None:
+    view["checkpoint"] = {
+        "checkpointRef": event["payload"].get("checkpointRef"),
+        "leaseId": lease_id,
+        "checkpointedAt": event["occurredAt"],
+    }
+
+
+def _started(group: LocalGroup, payload: Json, now: str) -> Json:
+    view = group.view
+    lease_id = derive_id(view["groupId"], "execution-lease", view["workItemId"], group.sequence + 1)
+    seconds = payload.get("leaseSeconds", EXECUTION_LEASE_SECONDS)
+    lease = group.lease_document(lease_id, now, seconds, 0)
+    return {"ownershipEpoch": payload["ownershipEpoch"], "executionLease": lease}
+
+
+def _evolve_started(view: Json, event: Json) -> None:
+    view["executionLease"] = event["payload"]["executionLease"]
+    view["state"] = "active"
+
+
+def _renewed(group: LocalGroup, payload: Json, now: str) -> Json:
+    old = group.view["executionLease"]
+    seconds = payload.get("leaseSeconds", EXECUTION_LEASE_SECONDS)
+    lease = group.lease_document(old["leaseId"], now, seconds, old["renewalCount"] + 1)
+    lease.update(issuedAt=old["issuedAt"], startsAt=old["startsAt"], lastRenewedAt=now)
+    event: Json = {"executionLease": lease}
+    event.update({k: payload[k] for k in ("progress", "checkpointRef") if k in payload})
+    return event
+
+
+def _evolve_progressed(view: Json, event: Json) -> None:
+    p = event["payload"]
+    view["executionLease"] = p["executionLease"]
+    if "progress" in p:
+        view["progress"] = p["progress"]
+    if "checkpointRef" in p:  # a safe point that keeps the lease: a retried run resumes here
+        _checkpoint(view, event, p["executionLease"]["leaseId"])
+
+
+def _evolve_checkpointed(view: Json, event: Json) -> None:
+    _checkpoint(view, event, event["payload"]["leaseId"])
+    _released(view, "queued", event)
+
+
+def _evolve_blocked(view: Json, event: Json) -> None:
+    _released(view, "blocked", event)
+
+
+def _submitted(group: LocalGroup, payload: Json, now: str) -> Json:
+    evidence = copy.deepcopy(payload["evidence"])
+    submission = {
+        "artifactHashes": list(payload["artifactHashes"]),
+        "evidenceIds": [e["evidenceId"] for e in evidence],
+        "evidence": evidence,
+        "submittedAt": now,
+        "ownershipEpoch": payload["ownershipEpoch"],
+        "leaseId": payload["leaseId"],
+    }
+    return {"submission": submission}
+
+
+def _evolve_submitted(view: Json, event: Json) -> None:
+    view["submission"] = event["payload"]["submission"]
+    _released(view, "submitted", event)
+
+
+def _failed(group: LocalGroup, payload: Json, now: str) -> Json:
+    return {"reportedBy": "owner", **copy.deepcopy(payload)}
+
+
+def _evolve_failed(view: Json, event: Json) -> None:
+    view["failure"] = {"failedAt": event["occurredAt"], **event["payload"]}
+    view.pop("owner", None)  # a failed item has no owner
+    _released(view, "failed", event)
+
+
+_KINDS: dict[str, _Kind] = {
+    "work.start": _Kind("queued", "work.started", False, _started, _evolve_started),
+    LEASE_RENEW: _Kind("active", "work.progressed", True, _renewed, _evolve_progressed),
+    WORK_CHECKPOINT: _Kind("active", "work.checkpointed", True, _as_sent, _evolve_checkpointed),
+    WORK_BLOCK: _Kind("active", "work.blocked", True, _as_sent, _evolve_blocked),
+    WORK_SUBMIT: _Kind("active", "work.submitted", True, _submitted, _evolve_submitted),
+    WORK_FAIL: _Kind("active", "work.failed", True, _failed, _evolve_failed),
+    "artifact.publish": _Kind("active", "artifact.published", True, _as_sent, _unchanged),
+}
+
+
+# --- the runner ------------------------------------------------------------------------------
 
 
 class LocalCapabilityRunner:
-    """Runs one WorkItem's capability locally, for unit tests (see the module docstring)."""
+    """Runs one WorkItem's capability locally, for unit tests (see the module docstring).
+
+    Each :meth:`run` is one :class:`LeasedExecution` against the same :class:`LocalGroup`,
+    so a run after a preemption starts under a new lease and resumes from the checkpoint the
+    Group names, with the tool results recorded in ``store``."""
 
     def __init__(
         self,
@@ -174,6 +356,8 @@ class LocalCapabilityRunner:
         group_id: str = "urn:mwp:group:local",
         work_item_id: str = "urn:mwp:work-item:local",
         ownership_epoch: int = 1,
+        session_epoch: int = 1,
+        lease_seconds: int = WORKER_LEASE_SECONDS,
         clock: Callable[[], str] = utc_now,
     ) -> None:
         spec = agent.capability_for(contract["requiredCapabilities"])
@@ -182,41 +366,61 @@ class LocalCapabilityRunner:
         self.agent = agent
         self.spec: CapabilitySpec = spec
         self.contract = contract
-        self.artifacts = ArtifactStore(store)
-        self.ledger = ToolLedger(store, artifacts=self.artifacts)
+        self.store = store
+        self.artifacts = ArtifactStore(store)  # to read what the capability published
         self.mission_id = mission_id
         self.group_id = group_id
         self.work_item_id = work_item_id
         self.ownership_epoch = ownership_epoch
-        self.now = clock
-        self.commands: list[OwnerCommand] = []
-        self.tool_keys: list[tuple[str, str]] = []
-        self.resume_state: Any = None
-        self.preemption_requested = False
-        self._leases = 0
+        self.clock = clock
+        self.order = ExecutionOrder(
+            agent.agent_id,
+            session_epoch,
+            group_id,
+            mission_id,
+            work_item_id,
+            ownership_epoch,
+            lease_seconds=lease_seconds,
+        )
+        self.group = LocalGroup(
+            agent.agent_id,
+            contract,
+            mission_id=mission_id,
+            group_id=group_id,
+            work_item_id=work_item_id,
+            ownership_epoch=ownership_epoch,
+            session_epoch=session_epoch,
+            clock=clock,
+        )
+
+    @property
+    def commands(self) -> list[OwnerCommand]:
+        """Every Command the Group was sent, accepted or refused, in order."""
+        return self.group.commands
+
+    @property
+    def work_item(self) -> Json:
+        """The Group's current view of the WorkItem (a copy)."""
+        return copy.deepcopy(self.group.view)
 
     def request_preemption(self) -> None:
-        """Ask the capability to stop at its next checkpoint."""
-        self.preemption_requested = True
+        """Ask the capability to stop at its next checkpoint (as the Worker Scheduler does)."""
+        self.group.preempt = True
+
+    def fence(self, code: ErrorCode = ErrorCode.WORK_LEASE_EXPIRED) -> None:
+        """Fence the run: the Group refuses its next Commands with ``code``."""
+        self.group.fence(code)
 
     async def run(self) -> LocalOutcome:
-        """One start of the capability, until it submits, blocks or is preempted."""
-        self._leases += 1
-        lease_id = f"urn:mwp:lease:local:{self._leases}"
-        context: CapabilityContext = _LocalContext(self, lease_id)
-        try:
-            submission = await self.spec.fn(context)
-        except Preempted as stop:
-            self.preemption_requested = False
-            return LocalOutcome("preempted", self.commands[-1], state=stop.state)
-        except Blocked:
-            return LocalOutcome("blocked", self.commands[-1])
-        command = submit_command(
-            self.work_item_id,
-            ownership_epoch=self.ownership_epoch,
-            lease_id=lease_id,
-            submission=submission,
-            contract=self.contract,
+        """One run of the capability, until it submits, blocks, is preempted, fails or is
+        fenced (``not_started`` if the Group refuses to start it)."""
+        run = LeasedExecution(self.agent, self.order, self.group, self.store, clock=self.clock)
+        outcome = await run.run()
+        return LocalOutcome(
+            outcome.status,
+            self.commands[-1],  # every run from ``queued`` sends work.start first
+            run.submission,
+            run.resume_state,
+            outcome.lease_id,
+            outcome.detail,
         )
-        self.commands.append(command)
-        return LocalOutcome("submitted", command, submission=submission)

@@ -1,13 +1,19 @@
-"""A capability unit-tested with the local runner: tools once per op_id, checkpoint and
-resume after preemption, block, and a checked submission."""
+"""A capability unit-tested with the local runner, which drives the real ``LeasedExecution``
+over an in-memory Group: tools once per op_id, checkpoint and resume after preemption, block,
+a checked submission, retries and budgets within the contract, and fencing."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from mwp.agent import (
     Agent,
     CapabilityContext,
+    CapabilityFailure,
     CardInfo,
     EvidenceItem,
     LocalCapabilityRunner,
@@ -15,18 +21,28 @@ from mwp.agent import (
     Submission,
     tool_key,
 )
+from mwp.agent.execution import FENCED_CODES, LeaseLost, load_checkpoint
+from mwp.agent.progress import LEASE_RENEW
 from mwp.client import Identity
+from mwp.core.errors import ErrorCode
 from mwp.core.trust.registry import Principal
 from mwp.stores.objects import FolderObjectStore
 from tests.unit.group.harness import contract
 
 AGENT_ID = "urn:mwp:agent:acme:writer"
 CAPABILITY = {"id": "code.backend", "version": "1.0.0"}  # what the harness contract requires
+EVIDENCE = [
+    EvidenceItem("urn:x:e:tests", ["tests-pass"]),
+    EvidenceItem("urn:x:e:review", ["reviewed"]),
+]
+NO_BACKOFF = {"maxAttempts": 2, "backoff": "none", "retryableFailures": ["TRANSIENT"]}
+
+Capability = Callable[[CapabilityContext], Awaitable[Submission]]
 
 
-def writer(searches: list[str]) -> Agent:
+def new_agent() -> Agent:
     identity = Identity.generate(Principal("agent", AGENT_ID))
-    agent = Agent(
+    return Agent(
         AGENT_ID,
         identity,
         card=CardInfo(
@@ -34,10 +50,31 @@ def writer(searches: list[str]) -> Agent:
         ),
     )
 
+
+def progress(phase: str) -> Progress:
+    return Progress(phase, ["searched"], "next step", revised_estimate="2026-07-16T00:00:00Z")
+
+
+async def published(ctx: CapabilityContext, text: str) -> Submission:
+    content = await ctx.publish(
+        text.encode(), media_type="text/plain", schema_uri="urn:mwp:schema:text"
+    )
+    return Submission([content], EVIDENCE)
+
+
+def searching(searches: list[str]) -> Agent:
+    agent = new_agent()
+
     @agent.tool("search")
     async def search(query: str, *, idempotency_key: str) -> str:
         searches.append(idempotency_key)
         return f"found {query}"
+
+    return agent
+
+
+def writer(searches: list[str]) -> Agent:
+    agent = searching(searches)
 
     @agent.capability(CAPABILITY["id"], CAPABILITY["version"])
     async def write(ctx: CapabilityContext) -> Submission:
@@ -45,29 +82,25 @@ def writer(searches: list[str]) -> Agent:
         step = ctx.resume_state or 0
         while step < 2:
             step += 1
-            await ctx.checkpoint(
-                Progress(
-                    f"step {step}",
-                    ["searched"],
-                    "next step",
-                    revised_estimate="2026-07-16T00:00:00Z",
-                ),
-                state=step,
-            )
+            await ctx.checkpoint(progress(f"step {step}"), state=step)
         if "blocked" in ctx.contract["goal"]:
             await ctx.block("need access to the billing API")
-        content = await ctx.publish(
-            found.encode(), media_type="text/plain", schema_uri="urn:mwp:schema:text"
-        )
-        return Submission(
-            [content],
-            [
-                EvidenceItem("urn:x:e:tests", ["tests-pass"]),
-                EvidenceItem("urn:x:e:review", ["reviewed"]),
-            ],
-        )
+        return await published(ctx, found)
 
     return agent
+
+
+def runner_of(
+    tmp_path: Path, capability: Capability, agent: Agent | None = None, **terms: Any
+) -> LocalCapabilityRunner:
+    agent = agent or new_agent()
+    agent.capability(CAPABILITY["id"], CAPABILITY["version"])(capability)
+    return LocalCapabilityRunner(
+        agent, contract(requiredCapabilities=[CAPABILITY], **terms), FolderObjectStore(tmp_path)
+    )
+
+
+# --- preemption, checkpoints, resume -------------------------------------------------------
 
 
 async def test_preempted_work_resumes_from_its_checkpoint_and_tools_run_once(
@@ -81,17 +114,60 @@ async def test_preempted_work_resumes_from_its_checkpoint_and_tools_run_once(
     first = await runner.run()
     assert first.status == "preempted" and first.state == 1
     assert first.command.kind == "work.checkpoint"
-    done = await runner.run()  # resumes at step 1, same Ownership Epoch
+    # The Group names the checkpoint, stored in the object store; the lease is released.
+    view = runner.work_item
+    assert view["state"] == "queued" and "executionLease" not in view
+    assert load_checkpoint(runner.store, view["checkpoint"]["checkpointRef"]) == 1
+
+    done = await runner.run()  # resumes at step 1, same Ownership Epoch, a new lease
     assert done.status == "submitted" and done.command.kind == "work.submit"
+    assert done.lease_id != first.lease_id
     kinds = [c.kind for c in runner.commands]
     assert kinds == [
+        "work.start",
         "work.checkpoint",
-        "ext.missionweaveprotocol.core.execution_lease_renew",
+        "work.start",
+        LEASE_RENEW,  # step 2's checkpoint rides a renewal: no preemption was asked again
         "artifact.publish",
         "work.submit",
     ]
     key = tool_key(runner.mission_id, runner.work_item_id, 1, "search:q1")
     assert searches == [key]  # the search ran once and received its idempotency key
+    view = runner.work_item
+    assert view["state"] == "submitted"
+    assert load_checkpoint(runner.store, view["checkpoint"]["checkpointRef"]) == 2
+    assert done.submission is not None
+    assert runner.artifacts.get(done.submission.artifact_hashes[0]) == b"found pagination"
+
+    again = await runner.run()  # a submitted item does not start again
+    assert again.status == "not_started"
+    assert again.detail["refusal"]["code"] == "INVALID_STATE_TRANSITION"
+
+
+async def test_a_preemption_asked_mid_run_stops_at_the_next_checkpoint(tmp_path: Path) -> None:
+    runs: list[Any] = []
+
+    async def count(ctx: CapabilityContext) -> Submission:
+        resumed = ctx.resume_state
+        runs.append(resumed)
+        step = resumed or 0
+        while step < 3:
+            step += 1
+            if step == 2 and resumed is None:
+                runner.request_preemption()  # the Scheduler asks while step 2 runs
+            await ctx.checkpoint(progress(f"step {step}"), state=step)
+        return await published(ctx, "counted")
+
+    runner = runner_of(tmp_path, count)
+    first = await runner.run()
+    assert first.status == "preempted" and first.state == 2
+    assert [c.kind for c in runner.commands] == ["work.start", LEASE_RENEW, "work.checkpoint"]
+    done = await runner.run()
+    assert done.status == "submitted"
+    assert runs == [None, 2]  # the second run resumed from the preempting checkpoint
+
+
+# --- block, retries, failures, budgets -------------------------------------------------------
 
 
 async def test_a_blocked_capability_records_its_required_resolution(tmp_path: Path) -> None:
@@ -103,3 +179,103 @@ async def test_a_blocked_capability_records_its_required_resolution(tmp_path: Pa
     outcome = await runner.run()
     assert outcome.status == "blocked"
     assert outcome.command.payload["requiredResolution"] == "need access to the billing API"
+    assert outcome.detail["resolution"] == "need access to the billing API"
+    assert runner.work_item["state"] == "blocked"
+
+
+async def test_a_retryable_failure_is_retried_without_redoing_finished_tools(
+    tmp_path: Path,
+) -> None:
+    searches: list[str] = []
+    attempts: list[int] = []
+    agent = searching(searches)
+
+    async def flaky(ctx: CapabilityContext) -> Submission:
+        found = await ctx.tool("search:q1", "search", "pagination")
+        attempts.append(len(attempts) + 1)
+        if len(attempts) == 1:
+            raise CapabilityFailure("the upstream timed out", code="TRANSIENT")
+        return await published(ctx, found)
+
+    runner = runner_of(tmp_path, flaky, agent, retryPolicy=NO_BACKOFF)
+    outcome = await runner.run()
+    assert outcome.status == "submitted" and attempts == [1, 2]
+    assert len(searches) == 1  # the second attempt found the first one's recorded result
+    assert [c.kind for c in runner.commands] == ["work.start", "artifact.publish", "work.submit"]
+
+
+async def test_a_failure_the_contract_does_not_retry_sends_work_fail_with_evidence(
+    tmp_path: Path,
+) -> None:
+    async def broken(ctx: CapabilityContext) -> Submission:
+        raise CapabilityFailure("the input is unreadable", code="BAD_INPUT")
+
+    runner = runner_of(tmp_path, broken, retryPolicy=NO_BACKOFF)
+    outcome = await runner.run()
+    assert outcome.status == "failed" and outcome.detail["failure"] == "BAD_INPUT"
+    assert outcome.command.kind == "work.fail"
+    assert outcome.command.payload["failureCode"] == "BAD_INPUT"
+    assert len(runner.store.list_keys("failure-evidence/")) == 1
+    assert runner.work_item["state"] == "failed"
+
+
+async def test_a_tool_call_over_the_contracts_limit_fails_the_run(tmp_path: Path) -> None:
+    agent = searching([])
+
+    async def greedy(ctx: CapabilityContext) -> Submission:
+        await ctx.tool("search:1", "search", "one")
+        await ctx.tool("search:2", "search", "two")
+        return await published(ctx, "never")
+
+    runner = runner_of(tmp_path, greedy, agent, budget={"toolCallLimit": 1})
+    outcome = await runner.run()
+    assert outcome.status == "failed" and outcome.detail["failure"] == "TOOL_BUDGET_EXHAUSTED"
+
+
+# --- fencing ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", sorted(FENCED_CODES))
+async def test_a_fenced_refusal_ends_the_run_and_allows_no_further_side_effect(
+    tmp_path: Path, code: ErrorCode
+) -> None:
+    agent = new_agent()
+    writes: list[str] = []
+    refused: list[str] = []
+
+    @agent.tool("write")
+    async def write(text: str) -> str:
+        writes.append(text)
+        return text
+
+    async def work(ctx: CapabilityContext) -> Submission:
+        await ctx.tool("write:1", "write", "before")
+        runner.fence(code)  # the Group fences the run while it works
+        try:
+            await ctx.progress(progress("writing"))
+        except LeaseLost:
+            refused.append("progress")
+            await ctx.tool("write:2", "write", "after")  # no side effect without a lease
+        return await published(ctx, "never")
+
+    runner = runner_of(tmp_path, work, agent)
+    outcome = await runner.run()
+    assert outcome.status == "fenced"
+    assert outcome.detail["refusal"]["code"] == code.value
+    assert "failure" not in outcome.detail  # stopped by LeaseLost, not failed
+    assert refused == ["progress"] and writes == ["before"]
+    assert outcome.command.kind == LEASE_RENEW  # the refused renewal was the last Command
+
+
+async def test_a_submission_refused_as_fenced_is_kept_as_a_late_result(tmp_path: Path) -> None:
+    async def late(ctx: CapabilityContext) -> Submission:
+        submission = await published(ctx, "late")
+        runner.fence()  # the lease lapses before the submission arrives
+        return submission
+
+    runner = runner_of(tmp_path, late)
+    outcome = await runner.run()
+    assert outcome.status == "fenced" and outcome.detail["lateResult"] is True
+    assert outcome.command.kind == "work.submit" and outcome.submission is not None
+    assert len(runner.store.list_keys("late-results/")) == 1
+    assert runner.work_item["state"] == "active"  # the late submission completed nothing
