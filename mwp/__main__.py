@@ -1,8 +1,6 @@
 """`python -m mwp` runs the `mwp` command line."""
 
-import sys
-
-from mwp.cli import main
+from mwp.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

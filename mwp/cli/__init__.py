@@ -1,10 +1,18 @@
-"""The `mwp` command line: argument wiring only; each subcommand lives in `mwp.cli.commands`."""
+"""The `mwp` command line: argument wiring only; each subcommand lives in `mwp.cli.commands`.
+
+`main(argv)` parses, dispatches and returns the exit code (tests call it in-process); `run()`
+is the `mwp` command itself, which also ends the process (see `run` for why it must).
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from mwp import PROTOCOL_VERSION, __version__
 from mwp.cli.commands import COMMANDS, Handler
@@ -24,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, dispatch, and return the process exit code (callers pass it to `sys.exit`)."""
+    """Parse, dispatch, and return the process exit code; never ends the process."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -34,5 +42,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     return handler(args)
 
 
+def run(argv: Sequence[str] | None = None) -> NoReturn:
+    """The `mwp` command: `main(argv)`, then end the process without finalizing the interpreter.
+
+    The Temporal SDK's native runtime can crash while the interpreter finalizes after a clean
+    run (`PyGILState_Release`: SIGABRT or SIGSEGV once the output is already printed), so the
+    process leaves with `os._exit` once the command is done and its output flushed. So no
+    command may rely on finalization: no atexit hooks, no non-daemon threads left running.
+    """
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # a handler's sys.exit(): the status the interpreter would give
+        code = _status(exc.code)
+    except KeyboardInterrupt:  # Ctrl-C outside a handler's own handling: as Python reports it
+        sys.excepthook(*sys.exc_info())
+        _flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGINT)  # killed by SIGINT, as after an unhandled interrupt
+        code = 130  # not reached unless SIGINT is blocked
+    except BaseException:  # an unexpected error: its traceback and status 1, as before
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    if not _flush():
+        code = 120  # the interpreter's status when it cannot flush stdout at exit
+    os._exit(code)
+
+
+def _status(code: object) -> int:
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _flush() -> bool:
+    """Flush stdout, then stderr, as interpreter exit would; False if stdout could not be."""
+    flushed = True
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):  # a closed pipe (`mwp mission list | head`) or stream
+        flushed = False
+    with contextlib.suppress(OSError, ValueError):  # nowhere left to report it
+        sys.stderr.flush()
+    return flushed
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

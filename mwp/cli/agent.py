@@ -20,10 +20,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from mwp.contracts.agent import QUERY_STATUS, SIGNAL_PREEMPT, SIGNAL_SET_POLICY
 
 
 def register(subparsers: Any) -> None:
@@ -112,7 +113,7 @@ def _scheduler(action: Any) -> Any:
 
 
 async def _status(handle: Any, args: argparse.Namespace) -> int:
-    status = await handle.query("status")
+    status = await handle.query(QUERY_STATUS)
     if args.json:
         print(json.dumps(status, indent=2, sort_keys=True))
         return 0
@@ -132,7 +133,7 @@ async def _status(handle: Any, args: argparse.Namespace) -> int:
 
 
 async def _preempt(handle: Any, args: argparse.Namespace) -> int:
-    await handle.signal("preempt", args=[args.group_id, args.work_item_id])
+    await handle.signal(SIGNAL_PREEMPT, args=[args.group_id, args.work_item_id])
     print(f"preemption requested: {args.work_item_id} stops at its next checkpoint")
     return 0
 
@@ -141,7 +142,7 @@ async def _weight(handle: Any, args: argparse.Namespace) -> int:
     if args.weight < 1 or (args.quota is not None and args.quota < 0):
         print("mwp agent: WEIGHT must be 1 or more and --quota 0 or more", file=sys.stderr)
         return 2
-    await handle.signal("set_policy", args=[args.group_id, args.weight, args.quota])
+    await handle.signal(SIGNAL_SET_POLICY, args=[args.group_id, args.weight, args.quota])
     quota = "all slots" if args.quota is None else f"at most {args.quota} slots"
     print(f"{args.group_id}: weight {args.weight}, {quota}")
     return 0
@@ -178,7 +179,5 @@ def _run(args: argparse.Namespace) -> int:
     except MwpError as exc:
         print(f"mwp agent: refused: {exc.code.value}: {exc.message}", file=sys.stderr)
         return 1
-    print("agent worker stopped", flush=True)
-    sys.stderr.flush()
-    # The Temporal SDK can crash at interpreter exit after a clean shutdown (DESIGN.md §5).
-    os._exit(0)
+    print("agent worker stopped")
+    return 0

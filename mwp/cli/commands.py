@@ -1,7 +1,8 @@
 """The `mwp` subcommands, one module each.
 
 A command module exposes `register(subparsers)`, which adds its parser and sets the `handler`
-default to a function `(argparse.Namespace) -> int` returning the exit code. Registration must
+default to a function `(argparse.Namespace) -> int` returning the exit code (it returns it
+and never ends the process: `mwp.cli.run` does, for every command). Registration must
 stay cheap: import heavy dependencies (Temporal, jsonschema) inside the handler, so one
 command's dependencies never slow down or break another.
 """

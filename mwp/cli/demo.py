@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from pathlib import Path
 
@@ -45,7 +44,4 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # report, then exit non-zero without a traceback wall
         print(f"mwp demo: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
         ok = False
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # The Temporal SDK can crash at interpreter exit after a clean run (DESIGN.md section 5).
-    os._exit(0 if ok else 1)
+    return 0 if ok else 1

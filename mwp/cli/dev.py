@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
@@ -43,22 +42,11 @@ def register(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="extra dynamic config for the dev server (repeatable; VALUE is JSON)",
     )
-    parser.add_argument(
-        "--sandboxed",
-        action="store_true",
-        help="run the authority workflows in Temporal's sandbox (slower; catches "
-        "non-deterministic workflow code)",
-    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    code = asyncio.run(_serve(args))
-    # The Temporal SDK can crash at interpreter exit after a clean run (DESIGN.md §5): once
-    # everything is shut down, leave without running interpreter finalizers.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    return asyncio.run(_serve(args))
 
 
 async def _serve(args: argparse.Namespace) -> int:
@@ -73,7 +61,6 @@ async def _serve(args: argparse.Namespace) -> int:
             temporal_address=args.temporal_address,
             namespace=args.namespace,
             extra=args.dynamic_config,
-            workflow_sandbox=args.sandboxed,
         )
     except StackError as exc:
         print(f"mwp dev: {exc}", file=sys.stderr)
