@@ -60,13 +60,13 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from mwp.client import Identity, MwpClient, new_id, utc_now
 from mwp.client.missions import (
-    COMMAND_UPDATE,
     MissionClient,
     MissionHandle,
     group_authority,
     in_seconds,
     workflow_not_ready,
 )
+from mwp.contracts.mission import UPDATE_COMMAND
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.trust.registry import Principal
 from mwp.dev.scenario import (
@@ -78,7 +78,7 @@ from mwp.dev.scenario import (
 )
 from mwp.dev.stack import WAL_PRAGMAS, DevStack, free_port, stack_config
 from mwp.log.keys import AuthorityKeyring, provision_group_authority
-from mwp.workers.registry import SANDBOX_PASSTHROUGH_MODULES
+from mwp.workers.plugin import SANDBOX_PASSTHROUGH
 from mwp.workflows.mission import unpack_snapshot
 
 ORGANIZATION = "urn:mwp:organization:bench"
@@ -279,7 +279,7 @@ class GroupLoad:
         while True:
             try:
                 result = await client.send_command(
-                    self.mission.workflow_id, COMMAND_UPDATE, command
+                    self.mission.workflow_id, UPDATE_COMMAND, command
                 )
             except MwpError as exc:
                 if exc.code is not ErrorCode.BACKPRESSURE:
@@ -524,7 +524,7 @@ def report(
     out("")
     out(f"{versions()}; {os.cpu_count()} cores; {args.in_flight} in flight")
     out(
-        f"workflows {'sandboxed' if args.sandboxed else 'unsandboxed'}; server SQLite "
+        f"workflows {'unsandboxed' if args.unsandboxed else 'sandboxed'}; server SQLite "
         f"{'default journal' if args.sqlite_default_journal else 'WAL'}; Updates per run "
         f"{args.updates_per_run or 'default'}"
     )
@@ -566,7 +566,7 @@ def report(
 async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], None]) -> bool:
     config = dataclasses.replace(
         stack_config(state_dir, port=free_port(), headless=True),
-        workflow_sandbox=args.sandboxed,
+        workflow_sandbox=not args.unsandboxed,
         sqlite_pragmas={} if args.sqlite_default_journal else WAL_PRAGMAS,
         dynamic_config={
             key: json.loads(value)
@@ -578,10 +578,10 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
         out(f"Temporal dev server {stack.address} (started in {stack.startup_seconds:.1f} s)")
         runner: WorkflowRunner = (
             UnsandboxedWorkflowRunner()
-            if not args.sandboxed
+            if args.unsandboxed
             else SandboxedWorkflowRunner(
                 restrictions=SandboxRestrictions.default.with_passthrough_modules(
-                    *SANDBOX_PASSTHROUGH_MODULES, "benchmarks"
+                    *SANDBOX_PASSTHROUGH, "benchmarks"
                 )
             )
         )
@@ -632,7 +632,9 @@ def main() -> None:
         "--updates-per-run", type=int, help="the Mission's Updates per run (default: product's)"
     )
     parser.add_argument(
-        "--sandboxed", action="store_true", help="run every workflow in Temporal's sandbox"
+        "--unsandboxed",
+        action="store_true",
+        help="run every workflow outside Temporal's sandbox (the cost of the sandbox)",
     )
     parser.add_argument(
         "--dynamic-config",

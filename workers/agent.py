@@ -31,8 +31,15 @@ from mwp.client import KeyStore, MwpClient, OrganizationRegistryClient, connect
 from mwp.client.missions import group_authority
 from mwp.client.state_dir import StateDirError
 from mwp.client.state_dir import organization_id_of as state_dir_organization
-from mwp.contracts.agent import agent_task_queue, agent_workflow_id
+from mwp.contracts.agent import (
+    QUERY_CURSORS,
+    SIGNAL_DELIVER,
+    SIGNAL_SESSION,
+    agent_task_queue,
+    agent_workflow_id,
+)
 from mwp.stores.objects import ObjectStore, S3ObjectStore, open_store
+from mwp.workers.plugin import MwpPlugin
 
 # Where `mwp registry init` leaves the registry service key and the Organization's ID.
 REGISTRY_KEY_NAME = "registry-service"
@@ -135,13 +142,14 @@ def build_agent_worker(
         task_queue=task_queue or agent_task_queue(agent.agent_id),
         activities=activities,
         workflows=workflows,
+        plugins=[MwpPlugin()],
         **options,
     )
 
 
 def agent_input(agent: Agent, card_version: int, session_epoch: int, **options: Any) -> Any:
     """The AgentWorkflow's input for ``agent`` (its card's capabilities and concurrency)."""
-    from mwp.workflows.agent import AgentInput
+    from mwp.contracts.agent import AgentInput
 
     served: dict[str, list[str]] = {}
     for spec in agent.capabilities:
@@ -167,7 +175,7 @@ async def start_scheduler(
         agent_input(agent, card_version, session_epoch, **options),
         id=agent_workflow_id(agent.agent_id),
         task_queue=agent_task_queue(agent.agent_id),
-        start_signal="session",
+        start_signal=SIGNAL_SESSION,
         start_signal_args=[session_epoch],
     )
 
@@ -179,11 +187,11 @@ def scheduler_inboxes(
     handle = client.temporal.get_workflow_handle(agent_workflow_id(agent.agent_id))
 
     async def cursors() -> dict[str, Any]:
-        value: dict[str, Any] = await handle.query("cursors")
+        value: dict[str, Any] = await handle.query(QUERY_CURSORS)
         return value
 
     async def deliver(batch: dict[str, Any]) -> None:
-        await handle.signal("deliver", batch)
+        await handle.signal(SIGNAL_DELIVER, batch)
 
     authority = group_authority(registry.organization_id)
     return GroupInboxes(

@@ -17,43 +17,30 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from mwp.activities.mirror import Mirror
 from mwp.contracts.names import AUTHORITY_TASK_QUEUE
-from mwp.workers.registry import ACTIVITIES, SANDBOX_PASSTHROUGH_MODULES, WORKFLOWS
-
-
-def workflow_runner(*, sandboxed: bool = True) -> WorkflowRunner:
-    """The sandbox with the protocol core and its native crypto bindings passed through, or
-    no sandbox at all. The sandbox guards determinism (it refuses I/O, clocks and randomness
-    in workflow code) and costs worker CPU on every workflow task. The authority workflows
-    import only the pure core, so the product runs them without it (about 40% more Commands
-    per second, ``benchmarks/RESULTS.md``); the test suite runs them in it, so a determinism
-    slip still fails there."""
-    if not sandboxed:
-        return UnsandboxedWorkflowRunner()
-    restrictions = SandboxRestrictions.default.with_passthrough_modules(
-        *SANDBOX_PASSTHROUGH_MODULES
-    )
-    return SandboxedWorkflowRunner(restrictions=restrictions)
+from mwp.workers.plugin import MwpPlugin
+from mwp.workers.registry import ACTIVITIES, WORKFLOWS
 
 
 def build_authority_worker(
     client: Client,
     *,
     task_queue: str = AUTHORITY_TASK_QUEUE,
-    sandboxed: bool = False,
+    sandboxed: bool = True,
     mirror: Mirror | None = None,
     **options: Any,
 ) -> Worker:
     """A Worker hosting every registered authority workflow and activity.
 
     ``mirror`` writes the Group Event log; without it the Missions' mirror calls wait for a
-    worker that has one. ``options`` go to :class:`temporalio.worker.Worker`.
+    worker that has one. ``options`` go to :class:`temporalio.worker.Worker`. ``sandboxed=False``
+    is for benchmarks that measure what the sandbox costs, never for a running Group.
     """
-    options.setdefault("workflow_runner", workflow_runner(sandboxed=sandboxed))
+    if not sandboxed:
+        options.setdefault("workflow_runner", UnsandboxedWorkflowRunner())
     activities = list(ACTIVITIES)
     if mirror is not None:
         activities.append(mirror.mirror_events)
@@ -64,6 +51,7 @@ def build_authority_worker(
         task_queue=task_queue,
         workflows=list(WORKFLOWS),
         activities=activities,
+        plugins=[MwpPlugin()],
         **options,
     )
 
@@ -74,12 +62,11 @@ async def run_authority_worker(
     *,
     state_dir: Path,
     log_store: str | None = None,
-    sandboxed: bool = False,
 ) -> None:
     """Run until SIGINT or SIGTERM, then shut down gracefully."""
     client = await Client.connect(address, namespace=namespace)
     mirror = Mirror.open(log_store or state_dir / "objects", state_dir)
-    worker = build_authority_worker(client, mirror=mirror, sandboxed=sandboxed)
+    worker = build_authority_worker(client, mirror=mirror)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -100,9 +87,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--log-store",
         help="the Group Event log: a folder or s3://bucket/prefix (default: STATE/objects)",
     )
-    parser.add_argument(
-        "--sandboxed", action="store_true", help="run the workflows in Temporal's sandbox"
-    )
     args = parser.parse_args(argv)
     asyncio.run(
         run_authority_worker(
@@ -110,7 +94,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             args.namespace,
             state_dir=args.state_dir,
             log_store=args.log_store,
-            sandboxed=args.sandboxed,
         )
     )
     # The Temporal SDK can crash at interpreter exit after a clean shutdown (DESIGN.md §5).

@@ -1,4 +1,4 @@
-"""What the authority worker hosts: the one list to extend when adding a workflow or activity.
+"""What the workers host: the one list to extend when adding a workflow or activity.
 
 Workflow modules are imported here, never in the client SDK, so a client process does not
 load workflow code.
@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mwp.workflows.agent import AgentWorkflow
 from mwp.workflows.mission import MissionWorkflow
 from mwp.workflows.organization import OrganizationRegistryWorkflow
 from mwp.workflows.work_item import WorkItemWorkflow
@@ -19,8 +20,9 @@ WORKFLOWS: Sequence[type] = (OrganizationRegistryWorkflow, MissionWorkflow, Work
 # Activity functions on the authority task queue.
 ACTIVITIES: Sequence[Callable[..., Any]] = ()
 
-# Imported once, outside the workflow sandbox, and shared by every workflow run. ``mwp`` is
-# pure and deterministic; passing it through spares re-importing the protocol core and its
-# Pydantic models for each workflow run. ``cryptography`` and ``nacl`` are native bindings the
-# sandbox cannot re-import at all.
-SANDBOX_PASSTHROUGH_MODULES: tuple[str, ...] = ("mwp", "cryptography", "nacl")
+# The workflow an agent worker hosts on the agent's own task queue (with its activities,
+# ``mwp.workers.agent``).
+AGENT_WORKFLOWS: Sequence[type] = (AgentWorkflow,)
+
+# Every workflow type the product runs: what recorded histories replay against.
+ALL_WORKFLOWS: Sequence[type] = (*WORKFLOWS, *AGENT_WORKFLOWS)

@@ -26,33 +26,41 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-with workflow.unsafe.imports_passed_through():
-    from mwp.contracts.agent import (
-        ACCEPT_OFFER,
-        DISCLOSE_SCHEDULE,
-        RUN_CAPABILITY,
-        ExecutionOrder,
-        ExecutionOutcome,
-        OfferAcceptance,
-        ScheduleUpdate,
-    )
-    from mwp.core.scheduler import (
-        AgentProfile,
-        Declined,
-        GroupPolicy,
-        Phase,
-        Scheduler,
-    )
-    from mwp.core.scheduler.clock import seconds
-    from mwp.core.scheduler.group_queue import snapshot_json
-    from mwp.core.wire.values import format_utc
+from mwp.contracts.agent import (
+    ACCEPT_OFFER,
+    AGENT_WORKFLOW_TYPE,
+    DISCLOSE_SCHEDULE,
+    QUERY_CURSORS,
+    QUERY_PREEMPTION_REQUESTED,
+    QUERY_QUEUES,
+    QUERY_STATUS,
+    RUN_CAPABILITY,
+    SIGNAL_DELIVER,
+    SIGNAL_PREEMPT,
+    SIGNAL_SESSION,
+    SIGNAL_SET_POLICY,
+    AgentInput,
+    ExecutionOrder,
+    ExecutionOutcome,
+    OfferAcceptance,
+    ScheduleUpdate,
+)
+from mwp.core.scheduler import (
+    AgentProfile,
+    Declined,
+    GroupPolicy,
+    Phase,
+    Scheduler,
+)
+from mwp.core.scheduler.clock import seconds
+from mwp.core.scheduler.group_queue import snapshot_json
+from mwp.core.wire.values import format_utc
 
 Json = dict[str, Any]
 
@@ -65,23 +73,7 @@ RUN_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts
 KEPT_RECORDS = 200
 
 
-@dataclass
-class AgentInput:
-    agent_id: str
-    card_version: int
-    capabilities: dict[str, list[str]]  # capability ID -> versions served
-    slots: int
-    session_epoch: int
-    lease_seconds: int = 60
-    mean_duration_seconds: int = 600
-    weights: dict[str, int] = field(default_factory=dict)  # Group -> organization weight
-    quotas: dict[str, int] = field(default_factory=dict)
-    # Continue as new after this many rounds of the loop as well as when Temporal suggests it
-    # (0: only then); tests set a small number to see a rollover.
-    rounds_per_run: int = 0
-
-
-@workflow.defn(name="AgentWorkflow")
+@workflow.defn(name=AGENT_WORKFLOW_TYPE)
 class AgentWorkflow:
     @workflow.init
     def __init__(self, input: AgentInput) -> None:
@@ -295,7 +287,7 @@ class AgentWorkflow:
 
     # --- signals -------------------------------------------------------------------------
 
-    @workflow.signal
+    @workflow.signal(name=SIGNAL_DELIVER)
     def deliver(self, batch: Json) -> None:
         """One Group's next verified Events (slimmed by the inbox) and the Cursor after them,
         read after ``held``: a batch that does not continue this run's Cursor (read before a
@@ -321,19 +313,19 @@ class AgentWorkflow:
             self._touched.add(group_id)
         self._dirty = True
 
-    @workflow.signal
+    @workflow.signal(name=SIGNAL_SESSION)
     def session(self, session_epoch: int) -> None:
         """The agent worker opened a new Session: later runs act under it."""
         self._session_epoch = max(self._session_epoch, session_epoch)
         self._dirty = True
 
-    @workflow.signal
+    @workflow.signal(name=SIGNAL_PREEMPT)
     def preempt(self, group_id: str, work_item_id: str) -> None:
         """Ask a running item to stop at its next safe checkpoint."""
         if group_id in self._missions:
             self._scheduler.request_preemption(group_id, work_item_id)
 
-    @workflow.signal
+    @workflow.signal(name=SIGNAL_SET_POLICY)
     def set_policy(self, group_id: str, weight: int, quota: int | None = None) -> None:
         """Organization priority (weight) or quota of a Group changed: queued work reorders at
         once; running work over a lowered quota is asked to preempt at its next checkpoint."""
@@ -361,23 +353,23 @@ class AgentWorkflow:
 
     # --- queries -------------------------------------------------------------------------
 
-    @workflow.query
+    @workflow.query(name=QUERY_CURSORS)
     def cursors(self) -> dict[str, Json]:
         return self._cursors
 
-    @workflow.query
+    @workflow.query(name=QUERY_PREEMPTION_REQUESTED)
     def preemption_requested(self, group_id: str, work_item_id: str) -> bool:
         if group_id not in self._missions:
             return False
         slot = self._scheduler.slot_of(group_id, work_item_id)
         return slot is not None and slot.preemption_requested
 
-    @workflow.query
+    @workflow.query(name=QUERY_QUEUES)
     def queues(self) -> dict[str, Json]:
         """Every Group queue as comparable JSON (rebuild-by-replay yields the same)."""
         return {g: snapshot_json(self._scheduler.queue(g)) for g in self._scheduler.group_ids()}
 
-    @workflow.query
+    @workflow.query(name=QUERY_STATUS)
     def status(self) -> Json:
         s = self._scheduler
         return {

@@ -36,42 +36,54 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-with workflow.unsafe.imports_passed_through():
-    from mwp.contracts.errors import to_application_error
-    from mwp.contracts.mission import (
-        MIRROR_BATCH_LIMIT,
-        MIRROR_EVENTS,
-        MIRROR_OUTBOX_LIMIT,
-        SNAPSHOT_CAPACITY,
-        MirrorBatch,
-        MissionInput,
-        TimerReport,
-        mission_workflow_id,
-        work_item_workflow_id,
-    )
-    from mwp.contracts.names import AUTHORITY_TASK_QUEUE
-    from mwp.core.errors import ErrorCode, MwpError
-    from mwp.core.group import GroupAuthority
-    from mwp.core.group.api import (
-        AuthorityContext,
-        ChildSettled,
-        Envelope,
-        Outcome,
-        TimerFired,
-    )
-    from mwp.core.group.artifact import embedded_manifest
-    from mwp.core.organization.service import (
-        SIGNAL_MISSION_APPROVED,
-        SIGNAL_REGISTRY_CHANGED,
-        SIGNAL_SUBSCRIBE,
-        RegistrySubscription,
-        organization_workflow_id,
-    )
-    from mwp.core.trust.registry import Principal
-    from mwp.core.trust.signed_document import PROFILES, verify, verify_value
-    from mwp.core.wire.jcs import canonicalize, sha256_ref
-    from mwp.core.wire.values import format_utc
-    from mwp.workflows.work_item import TERMINAL_STATES, WorkItemInput, WorkItemWorkflow
+from mwp.contracts.errors import to_application_error
+from mwp.contracts.mission import (
+    MIRROR_BATCH_LIMIT,
+    MIRROR_EVENTS,
+    MIRROR_OUTBOX_LIMIT,
+    MISSION_WORKFLOW_TYPE,
+    QUERY_EPOCHS,
+    QUERY_EVENTS_THIS_RUN,
+    QUERY_MIRRORED_THROUGH,
+    QUERY_MISSION,
+    QUERY_RUN_NUMBER,
+    QUERY_SEQUENCE,
+    QUERY_WORK_ITEM,
+    SIGNAL_CHILD_SETTLED,
+    SIGNAL_PARENT_CLOSED,
+    SIGNAL_TIMER_FIRED,
+    SNAPSHOT_CAPACITY,
+    UPDATE_COMMAND,
+    MirrorBatch,
+    MissionInput,
+    TimerReport,
+    mission_workflow_id,
+)
+from mwp.contracts.names import AUTHORITY_TASK_QUEUE
+from mwp.contracts.organization import (
+    SIGNAL_MISSION_APPROVED,
+    SIGNAL_REGISTRY_CHANGED,
+    SIGNAL_SUBSCRIBE,
+    organization_workflow_id,
+)
+from mwp.contracts.work_item import SIGNAL_TRANSITION, WorkItemInput, work_item_workflow_id
+from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.group import GroupAuthority
+from mwp.core.group.api import (
+    AuthorityContext,
+    ChildSettled,
+    Envelope,
+    Outcome,
+    TimerFired,
+)
+from mwp.core.group.artifact import embedded_manifest
+from mwp.core.kinds import FINAL_WORK_STATES
+from mwp.core.organization.service import RegistrySubscription
+from mwp.core.trust.registry import Principal
+from mwp.core.trust.signed_document import PROFILES, verify, verify_value
+from mwp.core.wire.jcs import canonicalize, sha256_ref
+from mwp.core.wire.values import format_utc
+from mwp.workflows.work_item import WorkItemWorkflow
 
 MISSION_ID = SearchAttributeKey.for_keyword("MissionId")
 GROUP_ID = SearchAttributeKey.for_keyword("GroupId")
@@ -97,7 +109,7 @@ def unpack_snapshot(value: dict[str, Any]) -> dict[str, Any]:
     return snapshot
 
 
-@workflow.defn(name="MissionWorkflow")
+@workflow.defn(name=MISSION_WORKFLOW_TYPE)
 class MissionWorkflow:
     @workflow.init
     def __init__(self, input: MissionInput) -> None:
@@ -256,7 +268,7 @@ class MissionWorkflow:
 
     # --- Commands --------------------------------------------------------------------------
 
-    @workflow.update
+    @workflow.update(name=UPDATE_COMMAND)
     async def command(self, wire: str) -> dict[str, Any]:
         if self._registry.notice is None:
             await workflow.wait_condition(lambda: self._registry.notice is not None)
@@ -378,7 +390,7 @@ class MissionWorkflow:
                 self._resync.discard(work_item_id)
             child = self._started_this_run.get(work_item_id)
             state = self._authority.work_item_search_attributes(work_item_id)["WorkItemState"]
-            if child is not None and state in TERMINAL_STATES:
+            if child is not None and state in FINAL_WORK_STATES:
                 # Its completion is reported to this run: let it arrive before continue-as-new,
                 # which the server refuses while an Event is arriving (the retried workflow
                 # task then replays the whole run).
@@ -400,7 +412,7 @@ class MissionWorkflow:
         attributes = self._authority.work_item_search_attributes(work_item_id)
         # A settled item's full view leaves this workflow's state: its child keeps it.
         final = None
-        if view["state"] in TERMINAL_STATES:
+        if view["state"] in FINAL_WORK_STATES:
             with contextlib.suppress(KeyError):  # held unless it settled in an earlier run
                 final = self._authority.work_item_view(work_item_id)
         held = (
@@ -442,13 +454,13 @@ class MissionWorkflow:
         handle = workflow.get_external_workflow_handle(child_id)
         try:
             update = {"view": view, "timers": timers, "searchAttributes": attributes}
-            await handle.signal("transition", {**update, "final": final} if final else update)
+            await handle.signal(SIGNAL_TRANSITION, {**update, "final": final} if final else update)
         except Exception:
             # A finished child (terminal item) has nothing left to time; the Group's state
             # is authoritative either way.
             workflow.logger.info("WorkItem %s no longer running", work_item_id)
 
-    @workflow.signal
+    @workflow.signal(name=SIGNAL_TIMER_FIRED)
     def timer_fired(self, report: TimerReport) -> None:
         self._pending_timers.append(report)
 
@@ -481,7 +493,7 @@ class MissionWorkflow:
             )
             del self._outbox[: len(batch)]
 
-    @workflow.query
+    @workflow.query(name=QUERY_MIRRORED_THROUGH)
     def mirrored_through(self) -> int:
         """The Group Event log holds every Event up to this sequence."""
         return self._authority.sequence - len(self._outbox)
@@ -495,13 +507,15 @@ class MissionWorkflow:
             if event["kind"] == "mission.child.created" and "workItemId" in event:
                 self._send(self._start_child_mission(event))
         for child_id, event_id in self._authority.abandoned_children(outcome.events):
-            self._send(self._signal_mission(child_id, "parent_closed", event_id))
+            self._send(self._signal_mission(child_id, SIGNAL_PARENT_CLOSED, event_id))
         parent = self._authority.mission_parent()
         if parent is not None:
             for event in outcome.events:
                 report = _child_report(self._authority.mission_id, event)
                 if report is not None:
-                    self._send(self._signal_mission(parent["missionId"], "child_settled", report))
+                    self._send(
+                        self._signal_mission(parent["missionId"], SIGNAL_CHILD_SETTLED, report)
+                    )
 
     def _send(self, coroutine: Any) -> None:
         task: asyncio.Task[None] = asyncio.create_task(coroutine)
@@ -540,7 +554,7 @@ class MissionWorkflow:
             # The other Group is gone for good; this Group's record stands either way.
             workflow.logger.warning("signal %s to Mission %s failed", signal, mission_id)
 
-    @workflow.signal
+    @workflow.signal(name=SIGNAL_CHILD_SETTLED)
     def child_settled(self, report: dict[str, Any]) -> None:
         self._child_outcomes.append(
             ChildSettled(
@@ -553,7 +567,7 @@ class MissionWorkflow:
             )
         )
 
-    @workflow.signal
+    @workflow.signal(name=SIGNAL_PARENT_CLOSED)
     def parent_closed(self, event_id: str) -> None:
         self._parent_closures.append(event_id)
 
@@ -613,17 +627,17 @@ class MissionWorkflow:
             f"WorkItems · run {self._input.run_number}"
         )
 
-    @workflow.query
+    @workflow.query(name=QUERY_MISSION)
     def mission(self) -> dict[str, Any]:
         return self._authority.mission_view()
 
-    @workflow.query
+    @workflow.query(name=QUERY_EPOCHS)
     def epochs(self, principal_id: str) -> dict[str, Any]:
         """The Membership and Coordinator epochs a Command by ``principal_id`` carries (O(1),
         unlike the whole Mission view)."""
         return self._authority.epochs_of(principal_id)
 
-    @workflow.query
+    @workflow.query(name=QUERY_WORK_ITEM)
     def work_item(self, work_item_id: str) -> dict[str, Any]:
         """The item's view; for an item settled in an earlier run, the Group's short record
         of it and ``finalView.workflowId``: its WorkItemWorkflow, whose result is the view."""
@@ -636,15 +650,15 @@ class MissionWorkflow:
         child_id = work_item_workflow_id(self._authority.mission_id, work_item_id)
         return {**record, "finalView": {"workflowId": child_id}}
 
-    @workflow.query
+    @workflow.query(name=QUERY_EVENTS_THIS_RUN)
     def events_this_run(self, after_sequence: int = 0) -> list[dict[str, Any]]:
         return [e for e in self._events_this_run if e.get("sequence", 0) > after_sequence]
 
-    @workflow.query
+    @workflow.query(name=QUERY_SEQUENCE)
     def sequence(self) -> int:
         return self._authority.sequence
 
-    @workflow.query
+    @workflow.query(name=QUERY_RUN_NUMBER)
     def run_number(self) -> int:
         """Which run of this Group this is (1, then +1 per continue-as-new)."""
         return self._input.run_number

@@ -27,30 +27,31 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-with workflow.unsafe.imports_passed_through():
-    from mwp.contracts.errors import as_temporal_failure
-    from mwp.core.errors import ErrorCode, MwpError
-    from mwp.core.organization.service import (
-        AGENT_CARD_REGISTER,
-        KEY_BINDING_REGISTER,
-        KEY_VALIDITY_CHANGE,
-        QUERY_AGENT_CARD,
-        QUERY_NOTICE,
-        QUERY_REGISTRY_EVIDENCE,
-        QUERY_REVISION,
-        QUERY_SESSION_EPOCHS,
-        QUERY_VIEW,
-        REGISTRY_WORKFLOW_TYPE,
-        SESSION_OPEN,
-        SIGNAL_MISSION_APPROVED,
-        SIGNAL_REGISTRY_CHANGED,
-        SIGNAL_SUBSCRIBE,
-        SIGNAL_UNSUBSCRIBE,
-        UPDATE_FOR_KIND,
-        OrganizationRegistry,
-        OrganizationRegistryInput,
-    )
-    from mwp.core.wire.values import format_utc
+from mwp.contracts.errors import as_temporal_failure
+from mwp.contracts.organization import (
+    QUERY_AGENT_CARD,
+    QUERY_NOTICE,
+    QUERY_REGISTRY_EVIDENCE,
+    QUERY_REVISION,
+    QUERY_SESSION_EPOCHS,
+    QUERY_VIEW,
+    REGISTRY_WORKFLOW_TYPE,
+    SIGNAL_MISSION_APPROVED,
+    SIGNAL_REGISTRY_CHANGED,
+    SIGNAL_SUBSCRIBE,
+    SIGNAL_UNSUBSCRIBE,
+    UPDATE_FOR_KIND,
+    OrganizationRegistryInput,
+)
+from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.organization.service import (
+    AGENT_CARD_REGISTER,
+    KEY_BINDING_REGISTER,
+    KEY_VALIDITY_CHANGE,
+    SESSION_OPEN,
+    OrganizationRegistry,
+)
+from mwp.core.wire.values import format_utc
 
 # The failure type of a signal to a workflow that does not exist or has closed for good.
 _SUBSCRIBER_GONE = "ExternalWorkflowExecutionNotFound"

@@ -15,8 +15,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-with workflow.unsafe.imports_passed_through():
-    from mwp.contracts.agent import NON_RETRYABLE_TOOL_ERRORS, RUN_TOOL, ToolCall
+from mwp.contracts.agent import NON_RETRYABLE_TOOL_ERRORS, RUN_TOOL, ToolCall
 
 # Retries with exponential backoff; a call that cannot succeed (unknown tool, invalid call,
 # a result that is not JSON) fails at once. Callers bound the whole call with

@@ -14,17 +14,22 @@ record of a settled item, so this result is where clients (and the Temporal UI) 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
-with workflow.unsafe.imports_passed_through():
-    from mwp.core.wire.values import instant_to_datetime, parse_timestamp
-
-TERMINAL_STATES = frozenset({"verified", "cancelled"})
+from mwp.contracts.mission import SIGNAL_TIMER_FIRED
+from mwp.contracts.work_item import (
+    QUERY_TIMERS,
+    QUERY_WORK_ITEM,
+    SIGNAL_TRANSITION,
+    WORK_ITEM_WORKFLOW_TYPE,
+    WorkItemInput,
+)
+from mwp.core.kinds import FINAL_WORK_STATES
+from mwp.core.wire.values import instant_to_datetime, parse_timestamp
 
 WORK_ITEM_ID = SearchAttributeKey.for_keyword("WorkItemId")
 MISSION_ID = SearchAttributeKey.for_keyword("MissionId")
@@ -33,22 +38,11 @@ OWNER = SearchAttributeKey.for_keyword("Owner")
 CAPABILITY = SearchAttributeKey.for_keyword("Capability")
 
 
-@dataclass
-class WorkItemInput:
-    mission_workflow_id: str
-    mission_id: str
-    work_item_id: str
-    view: dict[str, Any]  # the item's summary: workItemId, state, revision, ownershipEpoch
-    timers: list[dict[str, str]] = field(default_factory=list)
-    search_attributes: dict[str, str] = field(default_factory=dict)
-    final: dict[str, Any] | None = None  # the full view, once the item settled
-
-
 def _due(timer: dict[str, str]) -> datetime:
     return instant_to_datetime(parse_timestamp(timer["due_at"]).instant)
 
 
-@workflow.defn(name="WorkItemWorkflow")
+@workflow.defn(name=WORK_ITEM_WORKFLOW_TYPE)
 class WorkItemWorkflow:
     @workflow.init
     def __init__(self, input: WorkItemInput) -> None:
@@ -63,7 +57,7 @@ class WorkItemWorkflow:
     @workflow.run
     async def run(self, input: WorkItemInput) -> dict[str, Any]:
         self._publish(input.search_attributes)
-        while self._view.get("state") not in TERMINAL_STATES:
+        while self._view.get("state") not in FINAL_WORK_STATES:
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
@@ -92,7 +86,7 @@ class WorkItemWorkflow:
                     pass
             self._reported.add((nearest["kind"], nearest["token"]))
             await workflow.get_external_workflow_handle(input.mission_workflow_id).signal(
-                "timer_fired",
+                SIGNAL_TIMER_FIRED,
                 {
                     "work_item_id": input.work_item_id,
                     "kind": nearest["kind"],
@@ -101,7 +95,7 @@ class WorkItemWorkflow:
             )
         return self._final or self._view
 
-    @workflow.signal
+    @workflow.signal(name=SIGNAL_TRANSITION)
     def transition(self, update: dict[str, Any]) -> None:
         self._view = update["view"]
         self._final = update.get("final") or self._final
@@ -109,11 +103,11 @@ class WorkItemWorkflow:
         self._changed = True
         self._publish(update.get("searchAttributes", {}))
 
-    @workflow.query
+    @workflow.query(name=QUERY_WORK_ITEM)
     def work_item(self) -> dict[str, Any]:
         return self._final or self._view
 
-    @workflow.query
+    @workflow.query(name=QUERY_TIMERS)
     def timers(self) -> list[dict[str, str]]:
         return self._timers
 

@@ -27,13 +27,23 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from mwp.client import ClientError, Identity, MwpClient, new_id, wire_text
 from mwp.contracts.errors import RemoteMwpError, raising_mwp_errors
-from mwp.contracts.mission import MissionInput, mission_workflow_id, work_item_workflow_id
+from mwp.contracts.mission import (
+    MISSION_WORKFLOW_TYPE,
+    QUERY_EPOCHS,
+    QUERY_EVENTS_THIS_RUN,
+    QUERY_MISSION,
+    QUERY_SEQUENCE,
+    QUERY_WORK_ITEM,
+    UPDATE_COMMAND,
+    MissionInput,
+    mission_workflow_id,
+)
+from mwp.contracts.work_item import work_item_workflow_id
 from mwp.core.errors import ErrorCode
+from mwp.core.group.kinds import COORDINATOR_KINDS
 from mwp.core.trust.registry import Principal
 from mwp.core.trust.signed_document import signing_hash
 from mwp.core.wire.values import format_utc
-
-COMMAND_UPDATE = "command"
 
 # How often a Command whose Update the server aborted (``WorkflowNotReady``) is resent.
 NOT_READY_ATTEMPTS = 10
@@ -42,25 +52,6 @@ NOT_READY_ATTEMPTS = 10
 BACKPRESSURE_PATIENCE_SECONDS = 30.0
 
 T = TypeVar("T")
-
-# Kinds an agent sends as the Coordinator: they carry the current Coordinator Epoch.
-COORDINATOR_KINDS = frozenset(
-    {
-        "mission.renew_coordinator",
-        "mission.submit_for_approval",
-        "mission.create_child",
-        "mission.terminate",
-        "membership.change",
-        "membership.end",
-        "message.redact",
-        "work.authorize",
-        "work.offer",
-        "work.unblock",
-        "work.accept_result",
-        "work.fail",
-        "work.cancel",
-    }
-)
 
 
 def group_authority(organization_id: str) -> Principal:
@@ -134,22 +125,26 @@ class MissionHandle:
     async def send_signed(self, command: Mapping[str, Any]) -> dict[str, Any]:
         """Send an already signed Command (exact bytes: its JCS form)."""
         return await resending_until_decided(
-            lambda: self.client.send_command(self.workflow_id, COMMAND_UPDATE, command)
+            lambda: self.client.send_command(self.workflow_id, UPDATE_COMMAND, command)
         )
 
     async def view(self) -> dict[str, Any]:
-        value: dict[str, Any] = await self.client.query(self.workflow_id, "mission")
+        value: dict[str, Any] = await self.client.query(self.workflow_id, QUERY_MISSION)
         return value
 
     async def epochs(self, principal_id: str) -> dict[str, Any]:
         """``{membershipEpoch, coordinator: {agentId, coordinatorEpoch}}`` for signing."""
-        value: dict[str, Any] = await self.client.query(self.workflow_id, "epochs", principal_id)
+        value: dict[str, Any] = await self.client.query(
+            self.workflow_id, QUERY_EPOCHS, principal_id
+        )
         return value
 
     async def work_item(self, work_item_id: str) -> dict[str, Any]:
         """The WorkItem's full view. The Mission holds it until the item settles; an item
         settled in an earlier run of the Mission is read from its WorkItemWorkflow's result."""
-        value: dict[str, Any] = await self.client.query(self.workflow_id, "work_item", work_item_id)
+        value: dict[str, Any] = await self.client.query(
+            self.workflow_id, QUERY_WORK_ITEM, work_item_id
+        )
         final = value.get("finalView")
         if final is None:
             return value
@@ -157,12 +152,12 @@ class MissionHandle:
         return view
 
     async def sequence(self) -> int:
-        value: int = await self.client.query(self.workflow_id, "sequence")
+        value: int = await self.client.query(self.workflow_id, QUERY_SEQUENCE)
         return value
 
     async def events_this_run(self, after_sequence: int = 0) -> list[dict[str, Any]]:
         value: list[dict[str, Any]] = await self.client.query(
-            self.workflow_id, "events_this_run", after_sequence
+            self.workflow_id, QUERY_EVENTS_THIS_RUN, after_sequence
         )
         return value
 
@@ -291,7 +286,7 @@ class MissionClient:
         async def send() -> dict[str, Any]:
             # A with-start operation is single-use: a resend needs a new one.
             operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-                "MissionWorkflow",
+                MISSION_WORKFLOW_TYPE,
                 start_input,
                 id=mission_workflow_id(mission_id),
                 task_queue=self.client.task_queue,
@@ -300,7 +295,7 @@ class MissionClient:
             )
             with raising_mwp_errors():
                 result: dict[str, Any] = await temporal.execute_update_with_start_workflow(
-                    COMMAND_UPDATE,
+                    UPDATE_COMMAND,
                     wire_text(command),
                     start_workflow_operation=operation,
                     id=signing_hash(command),

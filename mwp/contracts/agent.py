@@ -18,6 +18,17 @@ from typing import Any
 
 from mwp.core.idempotency import tool_key
 
+AGENT_WORKFLOW_TYPE = "AgentWorkflow"
+# From the agent's Group inboxes: a Group's verified Events in order.
+SIGNAL_DELIVER = "deliver"
+SIGNAL_SESSION = "session"  # a new Session Epoch of the agent
+SIGNAL_PREEMPT = "preempt"
+SIGNAL_SET_POLICY = "set_policy"  # a Group's weight and quota
+QUERY_CURSORS = "cursors"
+QUERY_PREEMPTION_REQUESTED = "preemption_requested"
+QUERY_QUEUES = "queues"
+QUERY_STATUS = "status"
+
 # The activity that runs a registered tool on the owning agent's task queue.
 RUN_TOOL = "mwp.agent.run_tool"
 
@@ -131,3 +142,19 @@ class ExecutionOutcome:
     status: str
     lease_id: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AgentInput:
+    agent_id: str
+    card_version: int
+    capabilities: dict[str, list[str]]  # capability ID -> versions served
+    slots: int
+    session_epoch: int
+    lease_seconds: int = 60
+    mean_duration_seconds: int = 600
+    weights: dict[str, int] = field(default_factory=dict)  # Group -> organization weight
+    quotas: dict[str, int] = field(default_factory=dict)
+    # Continue as new after this many rounds of the loop as well as when Temporal suggests it
+    # (0: only then); tests set a small number to see a rollover.
+    rounds_per_run: int = 0

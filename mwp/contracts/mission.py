@@ -1,4 +1,5 @@
-"""What a Mission's Group Authority workflow is called and started with.
+"""The ``MissionWorkflow``'s contract: its ID, type, Update, Query and Signal names, its input
+and the messages it exchanges with its WorkItem children and the mirror activity.
 
 Shared by the workflows and the client SDK, so a client never imports workflow code.
 """
@@ -7,6 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+MISSION_WORKFLOW_TYPE = "MissionWorkflow"
+
+# Every Command, as its exact wire text: the Update the Group Authority decides.
+UPDATE_COMMAND = "command"
+QUERY_MISSION = "mission"  # the Mission view
+QUERY_EPOCHS = "epochs"  # the Membership and Coordinator epochs a principal's Command carries
+QUERY_WORK_ITEM = "work_item"
+QUERY_SEQUENCE = "sequence"
+QUERY_EVENTS_THIS_RUN = "events_this_run"
+QUERY_RUN_NUMBER = "run_number"
+QUERY_MIRRORED_THROUGH = "mirrored_through"
+# From its WorkItem children, and between parent and child Missions.
+SIGNAL_TIMER_FIRED = "timer_fired"
+SIGNAL_CHILD_SETTLED = "child_settled"
+SIGNAL_PARENT_CLOSED = "parent_closed"
 
 # Below Temporal's 2,000 Updates per run (duplicates and handler failures count there too).
 # A server that suggests continue-as-new earlier (its default: 4,096 events, about 900
@@ -62,7 +79,3 @@ class TimerReport:
 
 def mission_workflow_id(mission_id: str) -> str:
     return f"mwp-mission/{mission_id}"
-
-
-def work_item_workflow_id(mission_id: str, work_item_id: str) -> str:
-    return f"mwp-work-item/{mission_id}/{work_item_id}"

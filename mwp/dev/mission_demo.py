@@ -18,6 +18,7 @@ from typing import Any
 
 from mwp.client import Identity, KeyStore, MwpClient, new_id, utc_now
 from mwp.client.missions import MissionClient, MissionHandle, group_authority, in_seconds
+from mwp.contracts.mission import QUERY_MIRRORED_THROUGH
 from mwp.core.trust.registry import Principal, RegistryEvidence
 from mwp.dev.scenario import (
     definition_of_done,
@@ -180,7 +181,7 @@ async def _check_log(
 ) -> None:
     """The signed Group Event log holds exactly these Events, and verifies."""
     for _ in range(200):
-        through: int = await client.query(mission.workflow_id, "mirrored_through")
+        through: int = await client.query(mission.workflow_id, QUERY_MIRRORED_THROUGH)
         if through >= len(events):
             break
         await asyncio.sleep(0.05)

@@ -160,10 +160,9 @@ class StackConfig:
     # on its own (docker-compose.yml), not by these pragmas.
     sqlite_pragmas: Mapping[str, str] = field(default_factory=lambda: dict(WAL_PRAGMAS))
     run_worker: bool = True
-    # Run the authority workflows in Temporal's sandbox. Off by default: it costs 2 to 3 ms of
-    # worker CPU per Command (benchmarks/RESULTS.md); the test suite turns it on, so a
-    # determinism slip in workflow code still fails there (see workers/authority.py).
-    workflow_sandbox: bool = False
+    # Workflows run in Temporal's sandbox (mwp.workers.plugin). Off only in the benchmark that
+    # measures what the sandbox costs.
+    workflow_sandbox: bool = True
     # The object store of the Group Event log (and Artifacts): a folder or
     # ``s3://bucket/prefix`` (default: ``<state_dir>/objects``).
     log_store: str | None = None
@@ -570,7 +569,6 @@ def stack_config(
     run_worker: bool = True,
     namespace: str = "default",
     extra: Sequence[str] = (),
-    workflow_sandbox: bool = False,
 ) -> StackConfig:
     """A :class:`StackConfig` from CLI-style options (``extra``: ``KEY=JSON`` settings)."""
     settings: dict[str, Any] = dict(dynamic_config or {})
@@ -590,5 +588,4 @@ def stack_config(
         temporal_address=temporal_address,
         dynamic_config=settings,
         run_worker=run_worker,
-        workflow_sandbox=workflow_sandbox,
     )

@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from mwp.workers.plugin import MwpPlugin
+from mwp.workers.registry import ALL_WORKFLOWS
 
 HISTORIES = Path(__file__).parent
 
@@ -35,3 +39,8 @@ def recorded_histories(root: Path = HISTORIES) -> list[RecordedHistory]:
             RecordedHistory(path.parent.name, path.stem, document["workflowType"], history)
         )
     return found
+
+
+def production_replayer() -> Replayer:
+    """Every workflow type, configured as the product's workers are (:class:`MwpPlugin`)."""
+    return Replayer(workflows=ALL_WORKFLOWS, plugins=[MwpPlugin()])

@@ -60,9 +60,6 @@ def temporal_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backgro
         ui_port=None,  # headless: tests never open the UI
         temporal_address=existing or None,
         dynamic_config=TEST_DYNAMIC_CONFIG,
-        # The product runs the authority workflows unsandboxed; the tests run them in the
-        # sandbox, which fails a workflow task on any non-deterministic call.
-        workflow_sandbox=True,
     )
     stack = BackgroundStack(config).start()
     _STACK.update(keyring=AuthorityKeyring.in_state_dir(config.state_dir), log=config.log_location)
@@ -128,13 +125,13 @@ async def organization(mwp_client: MwpClient) -> Organization:
 async def authority_worker_on(
     client: MwpClient, workflows: list[type], task_queue: str | None = None
 ) -> AsyncIterator[str]:
-    """A worker for test-only workflows on a private task queue (sandboxed like the tests')."""
+    """A worker for test-only workflows on a private task queue, configured like the product's."""
     from temporalio.worker import Worker
 
-    from mwp.workers.authority import workflow_runner
+    from mwp.workers.plugin import MwpPlugin
 
     queue = task_queue or f"mwp-test-{uuid.uuid4().hex[:8]}"
     async with Worker(
-        client.temporal, task_queue=queue, workflows=workflows, workflow_runner=workflow_runner()
+        client.temporal, task_queue=queue, workflows=workflows, plugins=[MwpPlugin()]
     ):
         yield queue

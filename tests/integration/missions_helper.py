@@ -21,14 +21,9 @@ from typing import Any, Final
 import pytest
 
 from mwp.client import Identity, MwpClient, new_id, utc_now, wire_text
-from mwp.client.missions import (
-    COMMAND_UPDATE,
-    MissionClient,
-    MissionHandle,
-    in_seconds,
-    resending_until_decided,
-)
+from mwp.client.missions import MissionClient, MissionHandle, in_seconds, resending_until_decided
 from mwp.contracts.errors import RemoteMwpError, raising_mwp_errors
+from mwp.contracts.mission import UPDATE_COMMAND
 from mwp.core.errors import ErrorCode
 from mwp.core.trust.registry import Principal
 from mwp.dev.scenario import (
@@ -266,7 +261,7 @@ class MissionRig:
         async def send() -> dict[str, Any]:
             with raising_mwp_errors():
                 result: dict[str, Any] = await handle.execute_update(
-                    COMMAND_UPDATE, text, id=update, result_type=dict
+                    UPDATE_COMMAND, text, id=update, result_type=dict
                 )
             return result
 

@@ -10,13 +10,13 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from mwp.core.organization.service import (
+    from mwp.contracts.organization import (
         SIGNAL_REGISTRY_CHANGED,
         SIGNAL_SUBSCRIBE,
         SIGNAL_UNSUBSCRIBE,
-        RegistrySubscription,
         organization_workflow_id,
     )
+    from mwp.core.organization.service import RegistrySubscription
 
 
 @workflow.defn

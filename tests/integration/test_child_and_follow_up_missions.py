@@ -15,7 +15,7 @@ from mwp.client.missions import MissionHandle, in_seconds
 from mwp.core.errors import ErrorCode
 from mwp.core.trust.registry import Principal
 from mwp.dev.scenario import definition_of_done, mission_budget
-from mwp.workers.authority import workflow_runner
+from tests.histories import production_replayer
 from tests.integration.missions_helper import (
     Crew,
     MissionRig,
@@ -26,7 +26,7 @@ from tests.integration.missions_helper import (
     new_mission,
     refused,
 )
-from tests.integration.test_workflow_replay import _histories, _replayer
+from tests.integration.test_workflow_replay import _histories
 
 ITEM_BUDGET = {"currency": "USD", "financialLimit": 10, "toolCallLimit": 100}
 
@@ -116,7 +116,7 @@ async def test_a_child_mission_runs_in_its_own_group_and_its_approval_verifies_t
     submitted = await rig.coordinate("mission.submit_for_approval", {"artifactHashes": hashes})
     assert event_of(submitted, "mission.submitted_for_approval")
     # Both Groups' histories (child start, child report signal) replay deterministically.
-    replayer = _replayer(workflow_runner(sandboxed=False))
+    replayer = production_replayer()
     for workflow_id in (rig.workflow_id, child.workflow_id):
         for history in await _histories(mwp_client.temporal, workflow_id):
             await replayer.replay_workflow(history)

@@ -17,7 +17,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from mwp.client import Identity, connect
-from mwp.core.organization.service import organization_workflow_id
+from mwp.contracts.organization import organization_workflow_id
 from mwp.core.trust.registry import Principal
 from mwp.dev.stack import (
     BackgroundStack,

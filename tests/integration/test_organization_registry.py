@@ -13,17 +13,19 @@ import pytest
 
 from mwp.client import Identity, MwpClient, wire_text
 from mwp.contracts.errors import RemoteMwpError, from_temporal_failure, raising_mwp_errors
+from mwp.contracts.organization import (
+    REGISTRY_WORKFLOW_TYPE,
+    UPDATE_FOR_KIND,
+    OrganizationRegistryInput,
+    organization_workflow_id,
+)
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.models import validate_document
 from mwp.core.organization.service import (
     KEY_BINDING_REGISTER,
-    REGISTRY_WORKFLOW_TYPE,
     SESSION_OPEN,
     SESSION_OPENED,
-    UPDATE_FOR_KIND,
-    OrganizationRegistryInput,
     RegistrySubscription,
-    organization_workflow_id,
 )
 from mwp.core.trust.registry import Principal
 from mwp.core.trust.signed_document import signing_hash, verify

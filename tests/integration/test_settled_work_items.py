@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mwp.client import MwpClient
-from mwp.contracts.mission import work_item_workflow_id
+from mwp.contracts.work_item import work_item_workflow_id
 from mwp.core.errors import ErrorCode
 from mwp.core.group import WORK_ITEM_VIEW_EXTRAS, schema_part
 from mwp.core.models import validate_document

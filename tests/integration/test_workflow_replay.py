@@ -1,23 +1,21 @@
-"""Determinism: recorded histories of a Group replay against the current workflow code.
+"""Determinism: histories the current code makes replay against it, as the workers run it.
 
-The product runs the authority workflows outside Temporal's sandbox (workers/authority.py), so
-nothing but replay itself guards their determinism there. This test records a Mission through
-several runs (continue-as-new), its WorkItem children and its Organization registry, and
-replays every history with both runners; a history whose recorded commands differ from what
-the code does is refused.
+A Mission through several runs (continue-as-new), its WorkItem children and its Organization
+registry replay with the production configuration; a history whose recorded commands differ
+from what the code does is refused. Histories of earlier releases are replayed by
+``tests/workflows/test_recorded_histories.py``.
 """
 
 from __future__ import annotations
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
-from temporalio.worker import Replayer, WorkflowRunner
 
 from mwp.client import MwpClient
-from mwp.contracts.mission import MIRROR_EVENTS, work_item_workflow_id
-from mwp.core.organization.service import organization_workflow_id
-from mwp.workers.authority import workflow_runner
-from mwp.workers.registry import WORKFLOWS
+from mwp.contracts.mission import MIRROR_EVENTS
+from mwp.contracts.organization import organization_workflow_id
+from mwp.contracts.work_item import work_item_workflow_id
+from tests.histories import production_replayer
 from tests.integration.missions_helper import admit_workers, new_mission
 
 
@@ -30,11 +28,7 @@ async def _histories(client: Client, workflow_id: str) -> list[WorkflowHistory]:
     ]
 
 
-def _replayer(runner: WorkflowRunner) -> Replayer:
-    return Replayer(workflows=list(WORKFLOWS), workflow_runner=runner)
-
-
-async def test_every_recorded_history_replays_with_and_without_the_sandbox(
+async def test_every_history_replays_with_the_production_configuration(
     mwp_client: MwpClient,
 ) -> None:
     rig = await new_mission(mwp_client, updates_per_run=4)
@@ -54,10 +48,9 @@ async def test_every_recorded_history_replays_with_and_without_the_sandbox(
             temporal, organization_workflow_id(rig.crew.organization.organization_id)
         ),
     ]
-    for sandboxed in (True, False):
-        replayer = _replayer(workflow_runner(sandboxed=sandboxed))
-        for history in histories:
-            await replayer.replay_workflow(history)  # raises on any nondeterminism
+    replayer = production_replayer()
+    for history in histories:
+        await replayer.replay_workflow(history)  # raises on any nondeterminism
 
 
 async def test_a_history_the_code_would_not_produce_is_refused(mwp_client: MwpClient) -> None:
@@ -72,7 +65,5 @@ async def test_a_history_the_code_would_not_produce_is_refused(mwp_client: MwpCl
     ]
     assert scheduled, "the mirror scheduled its activity"
     scheduled[0].activity_task_scheduled_event_attributes.activity_type.name = "another_activity"
-    result = await _replayer(workflow_runner(sandboxed=False)).replay_workflow(
-        history, raise_on_replay_failure=False
-    )
+    result = await production_replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is not None

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from temporalio.worker import Replayer
 
-from mwp.workers.authority import workflow_runner
-from mwp.workers.registry import WORKFLOWS
-from mwp.workflows.agent import AgentWorkflow
-from tests.histories import RecordedHistory, recorded_histories
+from tests.histories import RecordedHistory, production_replayer, recorded_histories
 
 RECORDED = recorded_histories()
 
@@ -25,5 +21,4 @@ def test_each_workflow_type_has_recorded_histories() -> None:
 
 @pytest.mark.parametrize("recorded", RECORDED, ids=lambda r: f"{r.release}/{r.name}")
 async def test_a_recorded_history_replays(recorded: RecordedHistory) -> None:
-    replayer = Replayer(workflows=[*WORKFLOWS, AgentWorkflow], workflow_runner=workflow_runner())
-    await replayer.replay_workflow(recorded.history)
+    await production_replayer().replay_workflow(recorded.history)

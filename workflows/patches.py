@@ -1,0 +1,38 @@
+"""Every patch a workflow checks, with the day it was added: the one list of patch IDs.
+
+A running Group replays its history on every worker restart, so any change to what a workflow
+does (the commands it issues, their order, the timers it starts) must keep reproducing the
+old commands for histories recorded before the change. The life of a patch:
+
+1. **Patched.** Add a :class:`Patch` here and guard the new behaviour:
+   ``if workflow.patched(patches.X.id): new() else: old()``. New runs record a marker and take
+   the new branch; replaying an old history (no marker) takes the old branch. Record this
+   release's histories (``python -m tests.histories.record RELEASE``).
+2. **Deprecated.** Once no run that started before the patch is open (list them with the
+   ``TemporalChangeVersion`` search attribute, or wait out the longest Mission), replace the
+   check with ``workflow.deprecate_patch(patches.X.id)`` and delete the old branch; set
+   ``deprecated`` below. Histories with or without the marker both replay.
+3. **Removed.** Once no run that started before the deprecation is open, delete the call and
+   this entry; drop recorded histories older than the deprecation from ``tests/histories``.
+
+``tests/workflows/test_patches.py`` checks that this list and the calls in workflow code
+agree, and that each live patch is needed: replaying the recorded histories from before it
+with its check removed must fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Patch:
+    id: str  # never reused, never renamed
+    added: str  # the day the patch was added (UTC, YYYY-MM-DD)
+    workflow: str  # the workflow type that checks it
+    why: str  # the behaviour change it guards
+    deprecated: str | None = None  # the day its check became deprecate_patch
+
+
+# Oldest first. Empty until the first behaviour change to a workflow after release 0.1.0.
+PATCHES: tuple[Patch, ...] = ()
