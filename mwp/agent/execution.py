@@ -46,6 +46,7 @@ from mwp.agent.ledger import ToolLedger
 from mwp.agent.progress import (
     OwnerCommand,
     Progress,
+    Submission,
     block_command,
     checkpoint_command,
     progress_command,
@@ -60,6 +61,14 @@ from mwp.core.wire.jcs import canonicalize
 from mwp.core.wire.strict_json import parse_bytes
 from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import ObjectStore
+
+CLAUSES: tuple[str, ...] = (
+    "MWP-WRK-013",
+    "MWP-WRK-015",
+    "MWP-WRK-017",
+    "MWP-WRK-018",
+    "MWP-WRK-019",
+)
 
 Json = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -179,6 +188,7 @@ class LeasedExecution:
         self.contract: Json = {}
         self.spec: CapabilitySpec | None = None
         self.resume_state: Any = None
+        self.submission: Submission | None = None  # what the capability returned
         self.preempt = False
         self.tool_calls = 0
         self._renewal_lock = asyncio.Lock()
@@ -236,7 +246,7 @@ class LeasedExecution:
         while True:
             try:
                 async with asyncio.timeout_at(deadline):
-                    submission = await spec.fn(context)
+                    self.submission = submission = await spec.fn(context)
                 break
             except TimeoutError as exc:  # the contract's wall-clock budget ran out
                 failure = CapabilityFailure(

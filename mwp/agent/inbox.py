@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import unquote
 
+from mwp.core.kinds import EventKind
 from mwp.core.log.cursor import Cursor
 from mwp.core.scheduler.group_queue import SCHEDULED_KINDS
 from mwp.core.scheduler.model import TERMS_MEMBERS
@@ -26,6 +27,8 @@ from mwp.core.trust.registry import Principal, RegistryEvidence
 from mwp.log.delivery import DeliveryError, subscribe
 from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import ObjectStore
+
+CLAUSES: tuple[str, ...] = ("MWP-WRK-008",)
 
 Json = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -56,7 +59,7 @@ def _terms(contract: Mapping[str, Any]) -> Json:
 
 
 # Kinds the Scheduler reads only for this Agent's own items: another agent's are skipped.
-_OWNER_KINDS = frozenset(
+_OWNER_KINDS: frozenset[EventKind] = frozenset(
     {
         "work.started",
         "work.blocked",

@@ -35,6 +35,8 @@ from mwp.core.wire.values import is_sha256_ref
 from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import ObjectConflict, ObjectStore
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-031",)
+
 TOOL_PREFIX = "tools/"
 RECORD_FORMAT = "mwp-tool-result/1"
 DEFAULT_INLINE_LIMIT = 256 * 1024

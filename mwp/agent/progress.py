@@ -27,6 +27,8 @@ from typing import Any
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.wire.values import format_utc, is_identifier, is_profile_timestamp, is_sha256_ref
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-016", "MWP-WRK-017")
+
 WORK_CHECKPOINT = "work.checkpoint"
 WORK_BLOCK = "work.block"
 WORK_SUBMIT = "work.submit"

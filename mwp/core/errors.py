@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+CLAUSES: tuple[str, ...] = ("MWP-EXT-004",)
+
 
 class ErrorCode(StrEnum):
     """The core codes of the MWP error table (spec section 19)."""

@@ -25,6 +25,8 @@ from __future__ import annotations
 from mwp.core.wire.jcs import canonicalize, sha256_ref
 from mwp.core.wire.values import is_identifier, is_safe_integer, is_sha256_ref
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-018", "MWP-WRK-031")
+
 TOOL_KEY_PURPOSE = "urn:mwp:tool-idempotency-key:v1"
 ATTEMPT_KEY_PURPOSE = "urn:mwp:derived-attempt-key:v1"
 MAX_OP_ID_LENGTH = 500

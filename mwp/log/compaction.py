@@ -39,7 +39,7 @@ from typing import Any
 
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import GroupAuthority, replay
-from mwp.core.group.state import TERMINAL_MISSION_STATES
+from mwp.core.kinds import TERMINAL_MISSION_STATES
 from mwp.core.log.cursor import Cursor
 from mwp.core.log.event_log import ChainVerifier, EntryError, LogEntry, LogFaultReason, unsealed
 from mwp.core.log.group_snapshot import (
@@ -68,6 +68,8 @@ from mwp.core.wire.values import format_utc
 from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import ObjectConflict, ObjectStore
 from mwp.stores.removal import delete_object
+
+CLAUSES: tuple[str, ...] = ("MWP-MSN-009", "MWP-WRK-030")
 
 COMPACTION_FORMAT = "mwp-group-compaction/1"
 

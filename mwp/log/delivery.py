@@ -54,6 +54,8 @@ from mwp.core.wire.strict_json import JsonSyntaxError, parse_bytes
 from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import ObjectConflict, ObjectStore, ObjectStoreError, iter_keys
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-029", "MWP-WRK-030")
+
 if TYPE_CHECKING:
     from mwp.log.compaction import RestoredGroup
 

@@ -47,6 +47,8 @@ from mwp.core.trust.registry import Principal, RegistryEvidence
 from mwp.core.wire.ed25519 import SigningKey
 from mwp.stores.objects import FolderObjectStore, ObjectConflict, ObjectStore, iter_keys
 
+CLAUSES: tuple[str, ...] = ("MWP-MSN-009", "MWP-WRK-030")
+
 # Concurrent reads ahead of verification for remote stores (a folder gains nothing).
 REMOTE_READ_AHEAD = 16
 

@@ -23,6 +23,8 @@ from mwp.contracts.mission import MIRROR_EVENTS
 from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import ObjectStore
 
+CLAUSES: tuple[str, ...] = ("MWP-MSN-009",)
+
 
 class RebuildError(RuntimeError):
     pass

@@ -49,6 +49,8 @@ from mwp.core.trust.registry import Principal
 from mwp.core.wire.jcs import canonicalize, sha256_ref
 from mwp.core.wire.values import b64url_encode, is_identifier
 
+CLAUSES: tuple[str, ...] = ("MWP-ADM-003", "MWP-ADM-004")
+
 SCHEMA_VERSION = "1"
 GENESIS = "sha256:" + "0" * 64
 _MIN_SECRET_BYTES = 16

@@ -32,6 +32,8 @@ from mwp.core.wire.ed25519 import SigningKey
 from mwp.core.wire.jcs import canonicalize
 from mwp.stores.objects import CHUNK_SIZE, DigestMismatch, ObjectConflict, ObjectStore, iter_keys
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-024",)
+
 CONTENT_PREFIX = "artifacts/sha256/"
 MANIFEST_PREFIX = "artifacts/manifests/"
 DERIVED_PREFIX = "artifacts/derived/"

@@ -15,14 +15,17 @@ from mwp.core.group.api import (
 )
 from mwp.core.group.authority import SNAPSHOT_FORMAT, GroupAuthority, replay
 from mwp.core.group.execution_lease import LEASE_RENEW_KIND, OWNERSHIP_EXPIRED_KIND
-from mwp.core.group.kinds import EVOLVERS, RULES
+from mwp.core.group.kinds import COORDINATOR_KINDS
 from mwp.core.group.views import MISSION_VIEW_EXTRAS, WORK_ITEM_VIEW_EXTRAS, schema_part
+from mwp.core.kinds import COMMAND_KINDS as _COMMANDS
+from mwp.core.kinds import EVENT_KINDS as _EVENTS
 
-COMMAND_KINDS: frozenset[str] = frozenset(RULES)
-EVENT_KINDS: frozenset[str] = frozenset(EVOLVERS)
+COMMAND_KINDS: frozenset[str] = frozenset(_COMMANDS)
+EVENT_KINDS: frozenset[str] = frozenset(_EVENTS)
 
 __all__ = [
     "COMMAND_KINDS",
+    "COORDINATOR_KINDS",
     "EVENT_KINDS",
     "LEASE_RENEW_KIND",
     "MISSION_VIEW_EXTRAS",

@@ -101,7 +101,11 @@ def _evolve_granted(state: GroupState, event: Json) -> None:
 
 RULES = (
     CommandRule(
-        "approval.grant_execution", _decide_grant, owner_or_service, target=work_item_target
+        "approval.grant_execution",
+        _decide_grant,
+        owner_or_service,
+        target=work_item_target,
+        clauses=("MWP-AUT-003",),
     ),
 )
 

@@ -19,7 +19,7 @@ does, on the object :func:`embedded_manifest` returns, before the Command is dec
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from mwp.core.errors import ErrorCode
 from mwp.core.group.api import AuthorityContext
@@ -36,7 +36,7 @@ from mwp.core.models import DocumentInvalid, validate_document
 
 Json = dict[str, Any]
 
-PUBLISH_KIND = "artifact.publish"
+PUBLISH_KIND: Final = "artifact.publish"
 PUBLISHED_KIND = "artifact.published"
 MANIFEST_MEMBER = "manifest"
 EXTERNAL_SOURCES_MEMBER = "externalSourceHashes"
@@ -265,6 +265,14 @@ def _evolve_published(state: GroupState, event: Json) -> None:
     state.artifacts[entry["contentHash"]] = entry
 
 
-RULES = (CommandRule(PUBLISH_KIND, _decide_publish, working_agent, target=work_item_target),)
+RULES = (
+    CommandRule(
+        PUBLISH_KIND,
+        _decide_publish,
+        working_agent,
+        target=work_item_target,
+        clauses=("MWP-FND-017", "MWP-IDN-003", "MWP-WRK-013", "MWP-WRK-023", "MWP-WRK-024"),
+    ),
+)
 
 EVOLVERS = {PUBLISHED_KIND: _evolve_published}

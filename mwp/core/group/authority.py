@@ -39,6 +39,8 @@ from mwp.core.group.views import (
     work_item_view,
 )
 
+CLAUSES: tuple[str, ...] = ("MWP-EVT-004", "MWP-EVT-005", "MWP-EVT-006")
+
 Json = dict[str, Any]
 
 T = TypeVar("T")

@@ -16,6 +16,8 @@ from mwp.core.group.allocation import DIMENSIONS, allocation, amount
 from mwp.core.group.rejection import invalid, reject
 from mwp.core.group.state import GroupState
 
+CLAUSES: tuple[str, ...] = ("MWP-AUT-004",)
+
 
 def book(state: GroupState, budget: dict[str, Any], sign: int) -> None:
     for dimension, share in allocation(budget).items():

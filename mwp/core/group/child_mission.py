@@ -55,15 +55,17 @@ from mwp.core.group.work_item_state import (
     touch,
     withdraw_pending_offers,
 )
+from mwp.core.kinds import PROMOTABLE_WORK_STATES
 
 Json = dict[str, Any]
 
 __all__ = ["ABANDONED", "EVOLVERS", "RULES", "child_item", "found_child", "settle_child"]
 
-PROMOTABLE_STATES = frozenset({"open", "offered", "queued", "active", "blocked"})
 FAILURE_POLICIES = frozenset({"block", "fail"})
 # A child's MissionOwner is the Parent Coordinator, an agent: final human Approval is off.
 _CHILD_APPROVAL_POLICY = {"finalHumanApproval": False, "highRiskExecutionApproval": True}
+
+CLAUSES: tuple[str, ...] = ("MWP-MSN-024", "MWP-MSN-026")
 
 
 # --- 1. mission.create_child in the parent Group ---------------------------------------------
@@ -74,7 +76,7 @@ def _decide_create_child(
 ) -> None:
     mission = active_mission(state, cmd)
     item = get_item(state, cmd)
-    if item.state not in PROMOTABLE_STATES:
+    if item.state not in PROMOTABLE_WORK_STATES:
         bad_transition("WorkItem", item.state, cmd.kind)
     if running_child(item) is not None:
         bad_transition(
@@ -310,6 +312,7 @@ RULES = (
         coordinator_only,
         target=work_item_target,
         coordinator=by_agent,
+        clauses=("MWP-EVT-002", "MWP-MSN-004", "MWP-MSN-024", "MWP-MSN-025"),
     ),
 )
 

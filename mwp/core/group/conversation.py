@@ -20,6 +20,7 @@ from mwp.core.group.rejection import bad_transition, forbidden, invalid
 from mwp.core.group.roles import anyone, coordinator_owner_or_service, members_only
 from mwp.core.group.rules import CommandRule, Target, by_agent
 from mwp.core.group.state import Conversation, GroupState
+from mwp.core.kinds import CommandKind
 from mwp.core.models import DocumentInvalid, validate_document
 
 Json = dict[str, Any]
@@ -223,20 +224,41 @@ def _evolve_message(status: str | None) -> Any:
     return evolve
 
 
-def _rule(kind: str, decide: Any, authorize: Any, target: Target) -> CommandRule:
-    return CommandRule(kind, decide, authorize, target=target, provisional_ok=True)
+def _rule(
+    kind: CommandKind, decide: Any, authorize: Any, target: Target, *, clauses: tuple[str, ...]
+) -> CommandRule:
+    return CommandRule(kind, decide, authorize, target=target, provisional_ok=True, clauses=clauses)
 
 
 RULES = (
-    _rule("message.post", _decide_post, anyone, _conversation_target),
-    _rule("message.correct", _decide_correct, members_only, _amendment_target),
-    _rule("message.retract", _decide_retract, members_only, _amendment_target),
+    _rule(
+        "message.post",
+        _decide_post,
+        anyone,
+        _conversation_target,
+        clauses=("MWP-FND-014", "MWP-MSN-017", "MWP-MSN-018"),
+    ),
+    _rule(
+        "message.correct",
+        _decide_correct,
+        members_only,
+        _amendment_target,
+        clauses=("MWP-FND-014", "MWP-MSN-017", "MWP-MSN-023"),
+    ),
+    _rule(
+        "message.retract",
+        _decide_retract,
+        members_only,
+        _amendment_target,
+        clauses=("MWP-FND-014", "MWP-MSN-017", "MWP-MSN-023"),
+    ),
     CommandRule(
         "message.redact",
         _decide_redact,
         coordinator_owner_or_service,
         target=_amendment_target,
         coordinator=by_agent,
+        clauses=("MWP-EVT-002", "MWP-FND-014", "MWP-MSN-017", "MWP-MSN-023"),
     ),
 )
 

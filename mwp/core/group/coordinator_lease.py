@@ -26,6 +26,8 @@ from mwp.core.group.state import CoordinatorLease, GroupState
 
 Json = dict[str, Any]
 
+CLAUSES: tuple[str, ...] = ("MWP-EVT-002", "MWP-MSN-004", "MWP-MSN-005")
+
 
 def new_lease(
     group_id: str,
@@ -235,13 +237,19 @@ def _evolve_renewed(state: GroupState, event: Json) -> None:
 
 
 RULES = (
-    CommandRule("mission.assign_coordinator", _decide_assign, owner_or_service),
+    CommandRule(
+        "mission.assign_coordinator",
+        _decide_assign,
+        owner_or_service,
+        clauses=("MWP-MSN-004", "MWP-MSN-005"),
+    ),
     CommandRule(
         "mission.renew_coordinator",
         _decide_renew,
         coordinator_only,
         target=_renew_target,
         coordinator=by_agent,
+        clauses=("MWP-EVT-002", "MWP-MSN-004", "MWP-MSN-005"),
     ),
 )
 

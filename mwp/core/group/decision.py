@@ -30,6 +30,14 @@ from mwp.core.group.rejection import reject, revision_conflict
 from mwp.core.group.state import GroupState
 from mwp.core.trust.signed_document import check_issued_at
 
+CLAUSES: tuple[str, ...] = (
+    "MWP-ADM-013",
+    "MWP-EVT-003",
+    "MWP-EVT-004",
+    "MWP-EVT-007",
+    "MWP-FND-016",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Accepted:

@@ -34,11 +34,13 @@ from mwp.core.group.rules import CommandRule, by_agent
 from mwp.core.group.state import DelegationGrant, GroupState, WorkItem
 from mwp.core.group.work_contract import capability_refs, delegation_budget, version_tuple
 from mwp.core.group.work_item_state import active_mission
+from mwp.core.kinds import SETTLED_WORK_STATES
 
 Json = dict[str, Any]
 
+CLAUSES: tuple[str, ...] = ("MWP-MSN-019", "MWP-MSN-021", "MWP-MSN-022")
+
 # A scope root in one of these states invalidates every further use of its Grants.
-DEAD_TARGET_STATES = frozenset({"failed", "cancelled", "verified"})
 GRANT_MEMBER = "delegationGrantId"
 PARENT_MEMBER = "parentWorkItemId"
 
@@ -76,7 +78,7 @@ def _decide_grant(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draft
     target = state.item_record(target_id)
     if target is None:
         invalid("no such WorkItem in this Group", targetWorkItemId=target_id)
-    if target.state in DEAD_TARGET_STATES:
+    if target.state in SETTLED_WORK_STATES:
         bad_transition("WorkItem", target.state, cmd.kind, targetWorkItemId=target_id)
     capabilities = capability_refs(p.raw("allowedCapabilities"), "payload.allowedCapabilities")
     if len({c["id"] for c in capabilities}) != len(capabilities):
@@ -155,7 +157,7 @@ def check_grant_use(state: GroupState, cmd: Incoming) -> DelegationGrant:
     ):
         _unusable("coordinator_replaced", grant_id)
     target_state = state.item_state(grant.target_work_item_id)
-    if target_state is None or target_state in DEAD_TARGET_STATES:
+    if target_state is None or target_state in SETTLED_WORK_STATES:
         _unusable("target_not_live", grant_id)
     return grant
 
@@ -277,6 +279,7 @@ RULES = (
         coordinator_only,
         target=_grantee_target,
         coordinator=by_agent,
+        clauses=("MWP-EVT-002", "MWP-MSN-020"),
     ),
 )
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from mwp.core.group.rejection import invalid
 from mwp.core.group.state import GroupState, WorkItem
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-007",)
+
 
 def check_dependencies(state: GroupState, work_item_id: str, dependencies: list[str]) -> None:
     if work_item_id in dependencies:

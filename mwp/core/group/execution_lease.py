@@ -17,7 +17,7 @@ state (10.2 has no row for expiry) and may be re-offered under a higher Ownershi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from mwp.core.errors import ErrorCode
 from mwp.core.group.api import AuthorityContext, TimerKind
@@ -63,10 +63,18 @@ from mwp.core.wire.values import is_identifier, is_sha256_ref
 
 Json = dict[str, Any]
 
-LEASE_RENEW_KIND = "ext.missionweaveprotocol.core.execution_lease_renew"
-OWNERSHIP_EXPIRED_KIND = "ext.missionweaveprotocol.core.ownership_expired"
-LEASE_REVOKED_KIND = "ext.missionweaveprotocol.core.execution_lease_revoked"
+LEASE_RENEW_KIND: Final = "ext.missionweaveprotocol.core.execution_lease_renew"
+OWNERSHIP_EXPIRED_KIND: Final = "ext.missionweaveprotocol.core.ownership_expired"
+LEASE_REVOKED_KIND: Final = "ext.missionweaveprotocol.core.execution_lease_revoked"
 _EVIDENCE_RESULTS = frozenset({"passed", "failed", "inconclusive"})
+
+CLAUSES: tuple[str, ...] = (
+    "MWP-EVT-006",
+    "MWP-FND-017",
+    "MWP-WRK-013",
+    "MWP-WRK-014",
+    "MWP-WRK-019",
+)
 
 
 def require_owner(item: WorkItem, cmd: Incoming) -> Ownership:
@@ -548,18 +556,49 @@ def _owner_or_coordinating(state: GroupState, cmd: Incoming) -> bool:
 
 
 RULES = (
-    CommandRule("work.start", _decide_start, working_agent, target=work_item_target),
-    CommandRule(LEASE_RENEW_KIND, _decide_renew, working_agent_or_service, target=work_item_target),
-    CommandRule("work.checkpoint", _decide_checkpoint, working_agent, target=work_item_target),
-    CommandRule("work.block", _decide_block, working_agent, target=work_item_target),
+    CommandRule(
+        "work.start",
+        _decide_start,
+        working_agent,
+        target=work_item_target,
+        clauses=("MWP-AUT-003", "MWP-FND-017", "MWP-WRK-007", "MWP-WRK-013"),
+    ),
+    CommandRule(
+        LEASE_RENEW_KIND,
+        _decide_renew,
+        working_agent_or_service,
+        target=work_item_target,
+        clauses=("MWP-FND-017", "MWP-WRK-013", "MWP-WRK-016"),
+    ),
+    CommandRule(
+        "work.checkpoint",
+        _decide_checkpoint,
+        working_agent,
+        target=work_item_target,
+        clauses=("MWP-FND-017", "MWP-WRK-013", "MWP-WRK-016"),
+    ),
+    CommandRule(
+        "work.block",
+        _decide_block,
+        working_agent,
+        target=work_item_target,
+        clauses=("MWP-FND-017", "MWP-WRK-013", "MWP-WRK-017"),
+    ),
     CommandRule(
         "work.unblock",
         _decide_unblock,
         coordinator_or_working_agent,
         target=work_item_target,
         coordinator=_owner_or_coordinating,
+        clauses=("MWP-EVT-002", "MWP-FND-017", "MWP-WRK-003", "MWP-WRK-017", "MWP-WRK-019"),
     ),
-    CommandRule("work.submit", _decide_submit, working_agent, target=work_item_target),
+    CommandRule(
+        "work.submit",
+        _decide_submit,
+        working_agent,
+        target=work_item_target,
+        clauses=("MWP-FND-017", "MWP-WRK-013", "MWP-WRK-023", "MWP-WRK-025"),
+    ),
 )
 
 EVOLVERS = {

@@ -11,6 +11,8 @@ from mwp.core.group.payload import Payload
 from mwp.core.group.rejection import reject
 from mwp.core.wire.values import MAX_SAFE_INTEGER, is_identifier
 
+CLAUSES: tuple[str, ...] = ("MWP-EVT-001",)
+
 
 @dataclass(frozen=True, slots=True)
 class Incoming:

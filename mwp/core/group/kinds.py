@@ -1,4 +1,6 @@
-"""The two tables: one ``decide`` rule per Command kind, one ``evolve`` per Event kind."""
+"""The two tables: one ``decide`` rule per Command kind, one ``evolve`` per Event kind, keyed
+by the enumeration of :mod:`mwp.core.kinds` (``tests/unit/group/test_kinds.py`` checks both
+cover it exactly)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from mwp.core.group import (
     schedule,
     work_item,
 )
-from mwp.core.group.rules import CommandRule
+from mwp.core.group.rules import CommandRule, never
 from mwp.core.group.state import GroupState
 
 Evolve = Callable[[GroupState, dict[str, Any]], None]
@@ -39,6 +41,13 @@ _MODULES = (
 
 RULES: dict[str, CommandRule] = {rule.kind: rule for m in _MODULES for rule in m.RULES}
 EVOLVERS: dict[str, Evolve] = {kind: f for m in _MODULES for kind, f in m.EVOLVERS.items()}
+
+# Kinds an agent may send as the Coordinator (their rule can exercise the Coordinator lease):
+# the Coordinator Epoch they carry is checked, so a client includes it whenever the signer holds
+# the lease. A carried current epoch never harms a kind that does not exercise it.
+COORDINATOR_KINDS: frozenset[str] = frozenset(
+    kind for kind, rule in RULES.items() if rule.coordinator is not never
+)
 
 
 def evolve(state: GroupState, event: dict[str, Any]) -> None:

@@ -23,6 +23,8 @@ from mwp.core.group.work_item_state import fence_owner
 
 Json = dict[str, Any]
 
+CLAUSES: tuple[str, ...] = ("MWP-MSN-010", "MWP-MSN-011")
+
 # Roles a membership.change may give; MissionOwner and Coordinator have their own Commands.
 ASSIGNABLE_ROLES = frozenset({"worker", "reviewer", "observer", "work_delegate"})
 _SCOPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._:-")
@@ -303,6 +305,7 @@ RULES = (
         _authorize_change,
         target=_membership_target,
         coordinator=by_agent,
+        clauses=("MWP-EVT-002", "MWP-MSN-010"),
     ),
     CommandRule(
         "membership.end",
@@ -315,6 +318,7 @@ RULES = (
             if cmd.payload.has("memberId")
             else cmd.is_agent
         ),
+        clauses=("MWP-EVT-002", "MWP-MSN-010"),
     ),
 )
 

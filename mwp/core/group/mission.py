@@ -35,18 +35,17 @@ from mwp.core.group.roles import (
 )
 from mwp.core.group.rules import CommandRule, by_agent
 from mwp.core.group.state import (
-    UNFINISHED_WORK_STATES,
     Conversation,
     CoordinatorLease,
     GroupState,
     Mission,
     MissionSubmission,
 )
+from mwp.core.kinds import SETTLED_WORK_STATES, UNFINISHED_WORK_STATES
 from mwp.core.models import DocumentInvalid, validate_document
 
 Json = dict[str, Any]
 
-SETTLED_WORK_STATES = frozenset({"verified", "cancelled", "failed"})
 _DEFAULT_APPROVAL_POLICY = {"finalHumanApproval": True, "highRiskExecutionApproval": True}
 
 
@@ -434,16 +433,51 @@ def _closer(final_state: str) -> Any:
 
 
 RULES = (
-    CommandRule("mission.create", _decide_create, anyone, creates_group=True),
-    CommandRule("mission.create_follow_up", _decide_create, anyone, creates_group=True),
     CommandRule(
-        "mission.submit_for_approval", _decide_submit, coordinator_only, coordinator=by_agent
+        "mission.create",
+        _decide_create,
+        anyone,
+        creates_group=True,
+        clauses=("MWP-MSN-001", "MWP-MSN-015"),
     ),
-    CommandRule("mission.approve", _decide_approve, owner_only),
-    CommandRule("mission.request_changes", _decide_changes, owner_only),
-    CommandRule("mission.cancel", _decide_cancel, owner_or_service),
     CommandRule(
-        "mission.terminate", _decide_terminate, coordinator_or_service, coordinator=by_agent
+        "mission.create_follow_up",
+        _decide_create,
+        anyone,
+        creates_group=True,
+        clauses=("MWP-MSN-001", "MWP-MSN-002", "MWP-MSN-015"),
+    ),
+    CommandRule(
+        "mission.submit_for_approval",
+        _decide_submit,
+        coordinator_only,
+        coordinator=by_agent,
+        clauses=("MWP-EVT-002", "MWP-MSN-004", "MWP-MSN-008"),
+    ),
+    CommandRule(
+        "mission.approve",
+        _decide_approve,
+        owner_only,
+        clauses=("MWP-EVT-007", "MWP-MSN-002", "MWP-MSN-008"),
+    ),
+    CommandRule(
+        "mission.request_changes",
+        _decide_changes,
+        owner_only,
+        clauses=("MWP-EVT-007", "MWP-MSN-002", "MWP-MSN-008"),
+    ),
+    CommandRule(
+        "mission.cancel",
+        _decide_cancel,
+        owner_or_service,
+        clauses=("MWP-AUT-006", "MWP-MSN-002", "MWP-MSN-003"),
+    ),
+    CommandRule(
+        "mission.terminate",
+        _decide_terminate,
+        coordinator_or_service,
+        coordinator=by_agent,
+        clauses=("MWP-AUT-006", "MWP-EVT-002", "MWP-MSN-002"),
     ),
 )
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from mwp.core.kinds import CommandKind
+
 COORDINATOR_LEASE_SECONDS: Final = 3600
 MAX_COORDINATOR_LEASE_SECONDS: Final = 7 * 24 * 3600
 
@@ -49,4 +51,6 @@ DEFAULT_SCOPES: Final[dict[str, tuple[str, ...]]] = {
 
 # Command kinds that add WorkItems (or proposals that become them) to a Group: refused once
 # the shell says the Group is at capacity (``AuthorityContext.at_capacity``).
-GROWING_COMMAND_KINDS: Final = frozenset({"work.propose", "work.authorize", "mission.create_child"})
+GROWING_COMMAND_KINDS: Final[frozenset[CommandKind]] = frozenset(
+    {"work.propose", "work.authorize", "mission.create_child"}
+)

@@ -33,6 +33,8 @@ from typing import Any
 
 from mwp.core.group.policy import RECEIPT_WINDOW
 
+CLAUSES: tuple[str, ...] = ("MWP-EVT-003",)
+
 _KEY_BYTES = 8
 _DIGEST_HEX = 16
 

@@ -10,6 +10,7 @@ from mwp.core.group.drafts import Drafts
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.roles import Authorize
 from mwp.core.group.state import GroupState
+from mwp.core.kinds import CommandKind
 
 Decide = Callable[[GroupState, Incoming, AuthorityContext, Drafts], None]
 # The target aggregate's name and current revision for ``expectedRevision`` (step 6), or None
@@ -42,7 +43,7 @@ def no_target(state: GroupState, cmd: Incoming) -> tuple[str, int] | None:
 
 @dataclass(frozen=True, slots=True)
 class CommandRule:
-    kind: str
+    kind: CommandKind
     decide: Decide
     authorize: Authorize
     target: Target = mission_target
@@ -51,3 +52,7 @@ class CommandRule:
     provisional_ok: bool = False
     # The kind brings the Group into existence: no Membership, Session or Coordinator yet.
     creates_group: bool = False
+    # The MWP 0.1 clause IDs this kind's own hooks and ``decide`` implement. The Authority steps
+    # every kind passes name theirs in a module-level ``CLAUSES`` (decision.py and the modules
+    # it calls); docs/conformance.md maps both to their tests.
+    clauses: tuple[str, ...] = ()

@@ -12,7 +12,7 @@ could (the Worker's Scheduler computes it from aggregates).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from mwp.core.group.api import AuthorityContext
 from mwp.core.group.drafts import Drafts
@@ -27,8 +27,8 @@ from mwp.core.group.work_item_state import active_mission, get_item, touch
 
 Json = dict[str, Any]
 
-SCHEDULE_DISCLOSE_KIND = "ext.missionweaveprotocol.core.schedule_disclose"
-SCHEDULE_DISCLOSED_KIND = "ext.missionweaveprotocol.core.schedule_disclosed"
+SCHEDULE_DISCLOSE_KIND: Final = "ext.missionweaveprotocol.core.schedule_disclose"
+SCHEDULE_DISCLOSED_KIND: Final = "ext.missionweaveprotocol.core.schedule_disclosed"
 CAPACITY_STATUSES = frozenset({"available", "queued", "constrained", "blocked"})
 _MEMBERS = frozenset(
     {"estimatedStart", "estimatedCompletion", "confidence", "capacityStatus", "lastCalculatedAt"}
@@ -85,7 +85,13 @@ def _evolve_disclosed(state: GroupState, event: Json) -> None:
 
 
 RULES = (
-    CommandRule(SCHEDULE_DISCLOSE_KIND, _decide_disclose, working_agent, target=work_item_target),
+    CommandRule(
+        SCHEDULE_DISCLOSE_KIND,
+        _decide_disclose,
+        working_agent,
+        target=work_item_target,
+        clauses=("MWP-FND-017", "MWP-WRK-012"),
+    ),
 )
 
 EVOLVERS = {SCHEDULE_DISCLOSED_KIND: _evolve_disclosed}

@@ -16,15 +16,9 @@ from typing import Any
 from mwp.core.group.allocation import total
 from mwp.core.group.conversation_window import MessageWindow
 from mwp.core.group.receipts import ReceiptCache
+from mwp.core.kinds import FINAL_WORK_STATES, TERMINAL_MISSION_STATES
 
 Json = dict[str, Any]
-
-TERMINAL_MISSION_STATES = frozenset({"approved", "cancelled", "failed"})
-# WorkItem states from which work.fail / work.cancel (and Mission propagation) apply.
-UNFINISHED_WORK_STATES = frozenset({"open", "offered", "queued", "active", "blocked", "submitted"})
-# A WorkItem in one of these states never changes again (spec 10.2): the Group keeps only
-# its SettledWorkItem record.
-FINAL_WORK_STATES = frozenset({"verified", "cancelled"})
 
 
 def _opt(data: Json, name: str) -> Any:

@@ -17,6 +17,8 @@ from mwp.core.models.common import CapabilityRef
 from mwp.core.models.membership import DelegationBudget
 from mwp.core.models.work_item import Progress, SelectionBasis
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-001", "MWP-WRK-006")
+
 Json = dict[str, Any]
 
 

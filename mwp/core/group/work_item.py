@@ -51,15 +51,7 @@ from mwp.core.group.roles import (
 )
 from mwp.core.group.rules import CommandRule, by_agent, no_target, work_item_target
 from mwp.core.group.schedule import schedule_estimate
-from mwp.core.group.state import (
-    UNFINISHED_WORK_STATES,
-    Conversation,
-    GroupState,
-    Offer,
-    Ownership,
-    Proposal,
-    WorkItem,
-)
+from mwp.core.group.state import Conversation, GroupState, Offer, Ownership, Proposal, WorkItem
 from mwp.core.group.views import ownership_lease_document, work_item_document
 from mwp.core.group.work_contract import (
     capability_refs,
@@ -78,10 +70,10 @@ from mwp.core.group.work_item_state import (
     touch,
     withdraw_pending_offers,
 )
+from mwp.core.kinds import OFFERABLE_WORK_STATES, UNFINISHED_WORK_STATES
 
 Json = dict[str, Any]
 
-OFFERABLE_STATES = frozenset({"open", "offered", "queued", "active", "blocked", "failed"})
 _FAILURE_CODE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -192,7 +184,7 @@ def _decide_offer(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draft
     grant = cited_grant(state, cmd)
     if grant is not None:
         check_scope(state, ctx, grant, offered=item)
-    if item.state not in OFFERABLE_STATES:
+    if item.state not in OFFERABLE_WORK_STATES:
         bad_transition("WorkItem", item.state, cmd.kind)
     fenced = None
     if item.state in ("queued", "active", "blocked"):
@@ -643,14 +635,55 @@ def _coordinating_unless_owner(state: GroupState, cmd: Incoming) -> bool:
 
 
 RULES = (
-    CommandRule("work.propose", _decide_propose, members_only, target=no_target),
-    CommandRule("work.authorize", _decide_authorize, authorize_work, coordinator=by_agent),
+    CommandRule(
+        "work.propose",
+        _decide_propose,
+        members_only,
+        target=no_target,
+        clauses=("MWP-MSN-018",),
+    ),
+    CommandRule(
+        "work.authorize",
+        _decide_authorize,
+        authorize_work,
+        coordinator=by_agent,
+        clauses=(
+            "MWP-AUT-004",
+            "MWP-EVT-002",
+            "MWP-MSN-003",
+            "MWP-MSN-004",
+            "MWP-MSN-015",
+            "MWP-MSN-019",
+            "MWP-MSN-021",
+            "MWP-MSN-022",
+            "MWP-WRK-001",
+            "MWP-WRK-007",
+        ),
+    ),
     CommandRule(
         "work.offer",
         _decide_offer,
         authorize_work,
         target=work_item_target,
         coordinator=by_agent,
+        clauses=(
+            "MWP-AUT-004",
+            "MWP-EVT-002",
+            "MWP-FND-017",
+            "MWP-MSN-003",
+            "MWP-MSN-004",
+            "MWP-MSN-011",
+            "MWP-MSN-019",
+            "MWP-MSN-021",
+            "MWP-MSN-022",
+            "MWP-WRK-001",
+            "MWP-WRK-002",
+            "MWP-WRK-003",
+            "MWP-WRK-004",
+            "MWP-WRK-006",
+            "MWP-WRK-007",
+            "MWP-WRK-019",
+        ),
     ),
     CommandRule(
         "work.accept_offer",
@@ -658,6 +691,17 @@ RULES = (
         working_agent,
         target=no_target,
         provisional_ok=True,
+        clauses=(
+            "MWP-EVT-007",
+            "MWP-FND-017",
+            "MWP-IDN-003",
+            "MWP-MSN-011",
+            "MWP-WRK-002",
+            "MWP-WRK-004",
+            "MWP-WRK-006",
+            "MWP-WRK-012",
+            "MWP-WRK-013",
+        ),
     ),
     CommandRule(
         "work.accept_result",
@@ -665,6 +709,14 @@ RULES = (
         coordinator_only,
         target=work_item_target,
         coordinator=by_agent,
+        clauses=(
+            "MWP-EVT-002",
+            "MWP-FND-017",
+            "MWP-MSN-004",
+            "MWP-MSN-006",
+            "MWP-WRK-003",
+            "MWP-WRK-019",
+        ),
     ),
     CommandRule(
         "work.fail",
@@ -672,6 +724,7 @@ RULES = (
         coordinator_or_working_agent,
         target=work_item_target,
         coordinator=_coordinating_unless_owner,
+        clauses=("MWP-EVT-002", "MWP-FND-017", "MWP-WRK-003", "MWP-WRK-013"),
     ),
     CommandRule(
         "work.cancel",
@@ -679,6 +732,7 @@ RULES = (
         coordinator_or_owner,
         target=work_item_target,
         coordinator=by_agent,
+        clauses=("MWP-EVT-002", "MWP-WRK-003"),
     ),
 )
 

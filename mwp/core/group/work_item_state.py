@@ -9,6 +9,8 @@ from mwp.core.group.incoming import Incoming
 from mwp.core.group.rejection import bad_transition, invalid
 from mwp.core.group.state import GroupState, Mission, SettledWorkItem, WorkItem
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-003",)
+
 
 def active_mission(state: GroupState, cmd: Incoming) -> Mission:
     """Work moves only while the Mission is active (not awaiting approval, not terminal)."""

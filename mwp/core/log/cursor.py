@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-030",)
+
 CURSOR_FORMAT = "mwp-group-cursor/1"
 
 

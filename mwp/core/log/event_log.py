@@ -42,6 +42,8 @@ from mwp.core.wire.ed25519 import SigningKey
 from mwp.core.wire.jcs import JcsDataModelError, canonicalize
 from mwp.core.wire.strict_json import JsonSyntaxError, parse_bytes
 
+CLAUSES: tuple[str, ...] = ("MWP-MSN-009",)
+
 CHAIN_EXTENSION = "urn:mwp:extension:group-event-chain"
 CHAIN_EXTENSION_VERSION = "0.1.0"
 PREVIOUS_MEMBER = "previousSigningHash"

@@ -40,6 +40,8 @@ from mwp.core.wire.ed25519 import SigningKey
 from mwp.core.wire.jcs import JcsDataModelError, canonicalize
 from mwp.core.wire.strict_json import JsonSyntaxError, parse_bytes
 
+CLAUSES: tuple[str, ...] = ("MWP-MSN-009", "MWP-WRK-030")
+
 Json = dict[str, Any]
 
 STATE_FORMAT = "mwp-group-snapshot-state/1"

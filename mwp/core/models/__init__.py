@@ -37,6 +37,8 @@ from mwp.core.models.websocket_frame import FRAME_TAGS, WebSocketFrame
 from mwp.core.models.work_contract import WorkContract
 from mwp.core.models.work_item import WorkItem
 
+CLAUSES: tuple[str, ...] = ("MWP-FND-004",)
+
 __all__ = [
     "SCHEMA_MODELS",
     "Actor",

@@ -8,6 +8,8 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
+CLAUSES: tuple[str, ...] = ("MWP-EXT-010",)
+
 T = TypeVar("T")
 
 

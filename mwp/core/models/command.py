@@ -20,6 +20,8 @@ from mwp.core.models.common import (
     is_extension_kind,
 )
 
+CLAUSES: tuple[str, ...] = ("MWP-EVT-001",)
+
 CORE_COMMAND_KINDS: frozenset[str] = frozenset(
     {
         "mission.create",

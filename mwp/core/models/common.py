@@ -30,6 +30,8 @@ from mwp.core.wire.values import (
     is_sha256_ref,
 )
 
+CLAUSES: tuple[str, ...] = ("MWP-EXT-010", "MWP-FND-009")
+
 T = TypeVar("T")
 
 # --- building blocks ------------------------------------------------------------------------

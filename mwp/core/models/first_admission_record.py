@@ -14,6 +14,8 @@ from mwp.core.models.common import (
     Timestamp,
 )
 
+CLAUSES: tuple[str, ...] = ("MWP-ADM-001",)
+
 DocumentKind = Literal[
     "agent-card",
     "approval",

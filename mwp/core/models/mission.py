@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self
+from typing import Annotated, Self
 
 from pydantic import model_validator
 
+from mwp.core.kinds import MissionState
 from mwp.core.models._base import WireModel
 from mwp.core.models.common import (
     AcceptanceCriterion,
@@ -21,8 +22,6 @@ from mwp.core.models.common import (
     UniqueList,
     text,
 )
-
-MissionState = Literal["active", "awaiting_approval", "approved", "failed", "cancelled"]
 
 
 class CoordinatorAssignment(WireModel):

@@ -6,6 +6,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import model_validator
 
+from mwp.core.kinds import OWNED_WORK_STATES, SUBMITTED_WORK_STATES, WorkItemState
 from mwp.core.models._base import WireModel
 from mwp.core.models.common import (
     Actor,
@@ -24,21 +25,6 @@ from mwp.core.models.common import (
     text,
 )
 from mwp.core.models.work_contract import WorkContract
-
-WorkItemState = Literal[
-    "open",
-    "offered",
-    "queued",
-    "active",
-    "blocked",
-    "submitted",
-    "verified",
-    "failed",
-    "cancelled",
-]
-# From `queued` on, the item has an owner chosen on a recorded basis.
-OWNED_STATES: frozenset[str] = frozenset({"queued", "active", "blocked", "submitted", "verified"})
-SUBMITTED_STATES: frozenset[str] = frozenset({"submitted", "verified"})
 
 DeclineReason = Literal[
     "capacity", "deadline", "capability", "authorization", "dependency", "budget", "other"
@@ -120,8 +106,8 @@ class WorkItem(WireModel):
 
     @model_validator(mode="after")
     def _state_requirements(self) -> Self:
-        if self.state in OWNED_STATES:
+        if self.state in OWNED_WORK_STATES:
             self._require("owner", "selection_basis", when=f"the WorkItem is {self.state}")
-        if self.state in SUBMITTED_STATES:
+        if self.state in SUBMITTED_WORK_STATES:
             self._require("submission", when=f"the WorkItem is {self.state}")
         return self

@@ -11,6 +11,8 @@ from typing import Any
 from mwp.core.scheduler.disclosure import ScheduleDisclosure
 from mwp.core.scheduler.model import Entry, SideEffectRisk
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-005",)
+
 
 class DeclineReason(StrEnum):
     CAPACITY = "capacity"  # queue bounds: the Agent's or the Group's

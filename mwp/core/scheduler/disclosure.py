@@ -15,6 +15,8 @@ from typing import Any
 
 from mwp.core.scheduler.clock import seconds, timestamp
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-012",)
+
 
 class CapacityStatus(StrEnum):
     AVAILABLE = "available"  # a slot is free for this Group now

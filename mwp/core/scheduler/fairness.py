@@ -16,6 +16,8 @@ import heapq
 import math
 from collections.abc import Callable, Mapping
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-009", "MWP-WRK-010")
+
 STRIDE_UNIT = 1 << 40  # large and fixed: integer passes keep every decision exact and replayable
 
 

@@ -9,18 +9,21 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
+from mwp.core.kinds import EventKind
 from mwp.core.scheduler.clock import seconds
 from mwp.core.scheduler.model import Entry, Offer, Phase, Terms
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-008", "MWP-WRK-014", "MWP-WRK-019")
+
 Json = dict[str, Any]
 
-OWNERSHIP_EXPIRED = "ext.missionweaveprotocol.core.ownership_expired"
-LEASE_REVOKED = "ext.missionweaveprotocol.core.execution_lease_revoked"
-SCHEDULE_DISCLOSED = "ext.missionweaveprotocol.core.schedule_disclosed"
+OWNERSHIP_EXPIRED: Final = "ext.missionweaveprotocol.core.ownership_expired"
+LEASE_REVOKED: Final = "ext.missionweaveprotocol.core.execution_lease_revoked"
+SCHEDULE_DISCLOSED: Final = "ext.missionweaveprotocol.core.schedule_disclosed"
 # Every Event kind a GroupQueue reads (an inbox may pass on only these).
-SCHEDULED_KINDS = frozenset(
+SCHEDULED_KINDS: frozenset[EventKind] = frozenset(
     {
         "work.authorized",
         "work.contract.revised",

@@ -29,6 +29,8 @@ from mwp.core.scheduler.group_queue import Change, GroupQueue
 from mwp.core.scheduler.model import Entry, Phase
 from mwp.core.scheduler.slots import ExecutionSlot, SlotContext, SlotTable, slot_context
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-005", "MWP-WRK-010", "MWP-WRK-012", "MWP-WRK-015")
+
 Json = dict[str, Any]
 
 _RUNNING = (Phase.DISPATCHED, Phase.ACTIVE)

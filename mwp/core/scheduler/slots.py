@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+CLAUSES: tuple[str, ...] = ("MWP-WRK-011",)
+
 
 @dataclass(frozen=True, slots=True)
 class SlotContext:

@@ -35,6 +35,20 @@ from mwp.core.wire.values import (
     parse_timestamp,
 )
 
+CLAUSES: tuple[str, ...] = (
+    "MWP-ADM-001",
+    "MWP-ADM-002",
+    "MWP-ADM-004",
+    "MWP-ADM-005",
+    "MWP-ADM-006",
+    "MWP-ADM-007",
+    "MWP-ADM-008",
+    "MWP-ADM-009",
+    "MWP-ADM-010",
+    "MWP-ADM-011",
+    "MWP-ADM-012",
+)
+
 ADMISSION_STAGE = "admission"
 PROTOCOL_VERSION = "0.1"
 

@@ -20,6 +20,17 @@ from mwp.core.wire.values import (
     parse_timestamp,
 )
 
+CLAUSES: tuple[str, ...] = (
+    "MWP-SDV-004",
+    "MWP-SDV-005",
+    "MWP-SDV-007",
+    "MWP-SDV-008",
+    "MWP-SDV-009",
+    "MWP-SDV-011",
+    "MWP-SDV-012",
+    "MWP-SDV-014",
+)
+
 PRINCIPAL_TYPES = frozenset({"agent", "human", "service"})
 
 

@@ -25,6 +25,19 @@ from mwp.core.wire.jcs import JcsDataModelError, canonicalize, sha256_ref
 from mwp.core.wire.strict_json import JsonSyntaxError, parse_bytes
 from mwp.core.wire.values import ValueRuleError, b64url_decode, b64url_encode, parse_timestamp
 
+CLAUSES: tuple[str, ...] = (
+    "MWP-ADM-013",
+    "MWP-SDV-001",
+    "MWP-SDV-002",
+    "MWP-SDV-006",
+    "MWP-SDV-013",
+    "MWP-SDV-015",
+    "MWP-SDV-016",
+    "MWP-SDV-017",
+    "MWP-SDV-018",
+    "MWP-SDV-019",
+)
+
 # Normative semantic stages, in order (the cryptography bundle's names).
 STAGES = (
     "parse",

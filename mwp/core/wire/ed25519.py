@@ -13,6 +13,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from nacl.bindings import crypto_core_ed25519_is_valid_point
 
+CLAUSES: tuple[str, ...] = ("MWP-SDV-003", "MWP-SDV-005", "MWP-SDV-006")
+
 # Prime order of the base point.
 L = 2**252 + 27742317777372353535851937790883648493
 # The canonical encoding of the identity point (x = 0, y = 1, sign bit clear).

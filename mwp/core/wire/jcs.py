@@ -7,6 +7,8 @@ import math
 import re
 from typing import Any
 
+CLAUSES: tuple[str, ...] = ("MWP-EVT-012", "MWP-FND-006")
+
 
 class JcsDataModelError(ValueError):
     """The value cannot enter the JCS data model (non-finite number, lone surrogate, ...)."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+CLAUSES: tuple[str, ...] = ("MWP-EVT-012", "MWP-SDV-016")
+
 JsonValue = Any  # None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]
 
 

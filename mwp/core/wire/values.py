@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
+CLAUSES: tuple[str, ...] = ("MWP-FND-004", "MWP-FND-005", "MWP-FND-007", "MWP-FND-008")
+
 MAX_SAFE_INTEGER = 2**53 - 1
 
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")

@@ -14,6 +14,7 @@ import pytest
 
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import (
+    COORDINATOR_KINDS,
     AuthorityContext,
     Envelope,
     GroupAuthority,
@@ -45,26 +46,6 @@ ARTIFACT_A = "sha256:" + "a" * 64
 ARTIFACT_B = "sha256:" + "b" * 64
 CONTEXT_PACKAGE = "urn:example:context-package:one"
 SIGNATURE_VALUE = "c2lnbmF0dXJl"
-
-# Member names the helpers below accept for Commands that name no member explicitly.
-_COORDINATOR_KINDS = frozenset(
-    {
-        "mission.renew_coordinator",
-        "mission.submit_for_approval",
-        "mission.create_child",
-        "mission.terminate",
-        "work.authorize",
-        "work.offer",
-        "work.accept_result",
-        "work.fail",
-        "work.unblock",
-        "work.cancel",
-        "membership.change",
-        "membership.end",
-        "membership.grant_delegation",
-        "message.redact",
-    }
-)
 
 
 def contract(**overrides: Any) -> dict[str, Any]:
@@ -252,7 +233,7 @@ class Harness:
             epoch = self.membership_epoch(actor.id)
             if epoch is not None:
                 command["membershipEpoch"] = epoch
-        if actor.type == "agent" and kind in _COORDINATOR_KINDS:
+        if actor.type == "agent" and kind in COORDINATOR_KINDS:
             view = self.authority.mission_view()
             if view and view["coordinator"]["agentId"] == actor.id:
                 command["coordinatorEpoch"] = view["coordinator"]["coordinatorEpoch"]

@@ -1,0 +1,126 @@
+"""The one enumeration of what this runtime decides on: Command kinds, Event kinds, and the
+Mission and WorkItem states (spec 7.1, 10.2). Every other list of them derives from these: the
+subsets below are typed, so mypy refuses a misspelt member, and the Authority's tables are
+checked against the full lists (``tests/unit/group/test_kinds.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+CommandKind = Literal[
+    "approval.grant_execution",
+    "artifact.publish",
+    "ext.missionweaveprotocol.core.execution_lease_renew",
+    "ext.missionweaveprotocol.core.schedule_disclose",
+    "membership.change",
+    "membership.end",
+    "membership.grant_delegation",
+    "message.correct",
+    "message.post",
+    "message.redact",
+    "message.retract",
+    "mission.approve",
+    "mission.assign_coordinator",
+    "mission.cancel",
+    "mission.create",
+    "mission.create_child",
+    "mission.create_follow_up",
+    "mission.renew_coordinator",
+    "mission.request_changes",
+    "mission.submit_for_approval",
+    "mission.terminate",
+    "work.accept_offer",
+    "work.accept_result",
+    "work.authorize",
+    "work.block",
+    "work.cancel",
+    "work.checkpoint",
+    "work.fail",
+    "work.offer",
+    "work.propose",
+    "work.start",
+    "work.submit",
+    "work.unblock",
+]
+
+EventKind = Literal[
+    "approval.execution.granted",
+    "artifact.published",
+    "ext.missionweaveprotocol.core.execution_lease_revoked",
+    "ext.missionweaveprotocol.core.ownership_expired",
+    "ext.missionweaveprotocol.core.schedule_disclosed",
+    "membership.changed",
+    "membership.delegation.granted",
+    "membership.ended",
+    "message.corrected",
+    "message.posted",
+    "message.redacted",
+    "message.retracted",
+    "mission.approved",
+    "mission.cancelled",
+    "mission.changes_requested",
+    "mission.child.created",
+    "mission.coordinator.assigned",
+    "mission.coordinator.renewed",
+    "mission.created",
+    "mission.follow_up.created",
+    "mission.submitted_for_approval",
+    "mission.terminated",
+    "work.authorized",
+    "work.blocked",
+    "work.cancelled",
+    "work.checkpointed",
+    "work.contract.revised",
+    "work.failed",
+    "work.offer.accepted",
+    "work.offer.created",
+    "work.progressed",
+    "work.proposed",
+    "work.result.accepted",
+    "work.started",
+    "work.submitted",
+    "work.unblocked",
+]
+
+MissionState = Literal["active", "awaiting_approval", "approved", "failed", "cancelled"]
+WorkItemState = Literal[
+    "open",
+    "offered",
+    "queued",
+    "active",
+    "blocked",
+    "submitted",
+    "verified",
+    "failed",
+    "cancelled",
+]
+
+COMMAND_KINDS: Final[tuple[CommandKind, ...]] = get_args(CommandKind)
+EVENT_KINDS: Final[tuple[EventKind, ...]] = get_args(EventKind)
+MISSION_STATES: Final[tuple[MissionState, ...]] = get_args(MissionState)
+WORK_ITEM_STATES: Final[tuple[WorkItemState, ...]] = get_args(WorkItemState)
+
+# A Mission in one of these states takes no Command that changes it.
+TERMINAL_MISSION_STATES: Final[frozenset[MissionState]] = frozenset(
+    {"approved", "cancelled", "failed"}
+)
+# WorkItem states from which work.fail / work.cancel (and Mission propagation) apply.
+UNFINISHED_WORK_STATES: Final[frozenset[WorkItemState]] = frozenset(
+    {"open", "offered", "queued", "active", "blocked", "submitted"}
+)
+# A WorkItem in one of these never changes again: the Group keeps only a short record of it and
+# its WorkItemWorkflow ends with its final view.
+FINAL_WORK_STATES: Final[frozenset[WorkItemState]] = frozenset({"verified", "cancelled"})
+# No longer in progress: final, or failed (which a new offer may still revive).
+SETTLED_WORK_STATES: Final[frozenset[WorkItemState]] = FINAL_WORK_STATES | {"failed"}
+# From ``queued`` on, the item has an owner chosen on a recorded basis.
+OWNED_WORK_STATES: Final[frozenset[WorkItemState]] = frozenset(
+    {"queued", "active", "blocked", "submitted", "verified"}
+)
+SUBMITTED_WORK_STATES: Final[frozenset[WorkItemState]] = frozenset({"submitted", "verified"})
+# A WorkItem that may still be offered (again), or promoted to a child Mission.
+OFFERABLE_WORK_STATES: Final[frozenset[WorkItemState]] = (
+    UNFINISHED_WORK_STATES - {"submitted"}
+) | {"failed"}
+PROMOTABLE_WORK_STATES: Final[frozenset[WorkItemState]] = UNFINISHED_WORK_STATES - {"submitted"}
