@@ -45,6 +45,9 @@ def execution_approved(item: WorkItem) -> bool:
     return approval is not None and approval["contractVersion"] == item.contract_version
 
 
+# --- approval.grant_execution --------------------------------------------------------------------
+
+
 def _decide_grant(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts) -> None:
     mission = active_mission(state, cmd)
     item = get_item(state, cmd)

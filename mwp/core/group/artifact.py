@@ -227,9 +227,6 @@ def _derives_from(state: GroupState, sources: Iterable[str], content_hash: str) 
     return False
 
 
-# --- evolve --------------------------------------------------------------------------------------
-
-
 def index_entry(event: Json) -> Json:
     """What the Group keeps of a published Artifact (the full manifest stays in the Event)."""
     payload = event["payload"]

@@ -192,7 +192,28 @@ def _check_budget_subset(budget: Json, parent: Mapping[str, Any]) -> None:
         invalid("the child budget's currency differs from the parent WorkItem's")
 
 
+def _evolve_child_created(state: GroupState, event: Json) -> None:
+    if state.mission is None:  # the child Group's founding Event
+        _evolve_created(state, event)
+        return
+    payload = event["payload"]
+    item = state.work_items[event["workItemId"]]
+    touch(item, event)
+    fence_owner(item, "the WorkItem was promoted to a child Mission")
+    withdraw_pending_offers(item)
+    child = payload["childMission"]
+    item.child_mission = {
+        "missionId": child["missionId"],
+        "groupId": child["groupId"],
+        "failurePolicy": payload["failurePolicy"],
+        "status": RUNNING,
+        "createdAt": event["occurredAt"],
+    }
+    item.state = "blocked"
+
+
 # --- 2. founding the child Group -------------------------------------------------------------
+# Its mission.child.created is evolved by _evolve_child_created, under step 1 above.
 
 
 def found_child(parent_event: Mapping[str, Any], now: str, drafts: Drafts) -> None:
@@ -280,29 +301,6 @@ def close_for_parent(state: GroupState, drafts: Drafts) -> None:
         "mission.cancelled",
         "the parent WorkItem ended before this child Mission settled",
     )
-
-
-# --- evolve ------------------------------------------------------------------------------------
-
-
-def _evolve_child_created(state: GroupState, event: Json) -> None:
-    if state.mission is None:  # the child Group's founding Event
-        _evolve_created(state, event)
-        return
-    payload = event["payload"]
-    item = state.work_items[event["workItemId"]]
-    touch(item, event)
-    fence_owner(item, "the WorkItem was promoted to a child Mission")
-    withdraw_pending_offers(item)
-    child = payload["childMission"]
-    item.child_mission = {
-        "missionId": child["missionId"],
-        "groupId": child["groupId"],
-        "failurePolicy": payload["failurePolicy"],
-        "status": RUNNING,
-        "createdAt": event["occurredAt"],
-    }
-    item.state = "blocked"
 
 
 RULES = (

@@ -114,6 +114,9 @@ def _post(
     )
 
 
+# --- message.post --------------------------------------------------------------------------------
+
+
 def _decide_post(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts) -> None:
     conversation = _conversation(state, cmd)
     member = state.memberships.get(cmd.actor_id)
@@ -130,6 +133,27 @@ def _decide_post(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts
         content=cmd.payload.raw("content"),
     )
     _post(state, drafts, "message.posted", conversation.conversation_id, message)
+
+
+def _evolve_message(status: str | None) -> Any:
+    def evolve(state: GroupState, event: Json) -> None:
+        message = event["payload"]["message"]
+        conversation = state.conversations[message["conversationId"]]
+        conversation.revision = event["aggregateRevision"]
+        author = (message["author"]["type"], message["author"]["id"])
+        if message["kind"] in ("message", "correction"):
+            # Posts and corrections are themselves amendable (and redactable) later.
+            entry = MessageEntry(event["sequence"], author, conversation.conversation_id, "posted")
+            state.messages.add(message["messageId"], entry)
+        target = state.messages.get(message.get("targetMessageId", ""))
+        if status is not None and target is not None:
+            target.status = status
+
+    return evolve
+
+
+# --- message.correct / message.retract / message.redact ------------------------------------------
+# Their Events are evolved by _evolve_message, in the message.post section above.
 
 
 def _target(state: GroupState, cmd: Incoming, *, own: bool) -> tuple[str, MessageEntry]:
@@ -202,26 +226,6 @@ def _decide_redact(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
         reason=f"{policy}: {reason}"[:4000],
     )
     _post(state, drafts, "message.redacted", entry.conversation_id, message)
-
-
-# --- evolve --------------------------------------------------------------------------------------
-
-
-def _evolve_message(status: str | None) -> Any:
-    def evolve(state: GroupState, event: Json) -> None:
-        message = event["payload"]["message"]
-        conversation = state.conversations[message["conversationId"]]
-        conversation.revision = event["aggregateRevision"]
-        author = (message["author"]["type"], message["author"]["id"])
-        if message["kind"] in ("message", "correction"):
-            # Posts and corrections are themselves amendable (and redactable) later.
-            entry = MessageEntry(event["sequence"], author, conversation.conversation_id, "posted")
-            state.messages.add(message["messageId"], entry)
-        target = state.messages.get(message.get("targetMessageId", ""))
-        if status is not None and target is not None:
-            target.status = status
-
-    return evolve
 
 
 def _rule(

@@ -188,6 +188,14 @@ def _decide_assign(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
     drafts.add("mission.coordinator.assigned", ("mission", mission.mission_id), payload)
 
 
+def _evolve_assigned(state: GroupState, event: Json) -> None:
+    mission = state.mission
+    assert mission is not None
+    state.coordinator = lease_from_payload(event["payload"], 1)
+    mission.revision = event["aggregateRevision"]
+    mission.updated_at = event["occurredAt"]
+
+
 # --- mission.renew_coordinator -------------------------------------------------------------------
 
 
@@ -219,17 +227,6 @@ def _decide_renew(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draft
         ("coordinator_lease", lease.lease_id),
         lease_payload(state, renewed),
     )
-
-
-# --- evolve --------------------------------------------------------------------------------------
-
-
-def _evolve_assigned(state: GroupState, event: Json) -> None:
-    mission = state.mission
-    assert mission is not None
-    state.coordinator = lease_from_payload(event["payload"], 1)
-    mission.revision = event["aggregateRevision"]
-    mission.updated_at = event["occurredAt"]
 
 
 def _evolve_renewed(state: GroupState, event: Json) -> None:

@@ -129,6 +129,12 @@ def _progress(cmd: Incoming, *, required: bool) -> Json | None:
     return None
 
 
+def _item(state: GroupState, event: Json) -> WorkItem:
+    item = state.work_items[event["workItemId"]]
+    touch(item, event)
+    return item
+
+
 # --- work.start ----------------------------------------------------------------------------------
 
 
@@ -173,6 +179,12 @@ def _decide_start(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draft
     )
 
 
+def _evolve_started(state: GroupState, event: Json) -> None:
+    item = _item(state, event)
+    item.execution_lease = execution_lease_from_document(event["payload"]["executionLease"])
+    item.state = "active"
+
+
 # --- ext.missionweaveprotocol.core.execution_lease_renew -----------------------------------------
 
 
@@ -207,6 +219,20 @@ def _decide_renew(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draft
     )
 
 
+def _evolve_progressed(state: GroupState, event: Json) -> None:
+    item = _item(state, event)
+    payload = event["payload"]
+    item.execution_lease = execution_lease_from_document(payload["executionLease"])
+    if "progress" in payload:
+        item.progress = payload["progress"]
+    if "checkpointRef" in payload:
+        item.checkpoint = {
+            "checkpointRef": payload["checkpointRef"],
+            "leaseId": payload["executionLease"]["leaseId"],
+            "checkpointedAt": event["occurredAt"],
+        }
+
+
 # --- work.checkpoint / work.block ----------------------------------------------------------------
 
 
@@ -237,6 +263,22 @@ def _reference(cmd: Incoming, name: str) -> str:
     if not isinstance(value, str) or not (is_sha256_ref(value) or is_identifier(value)):
         invalid(f"payload.{name} must be an identifier or a sha256 content hash")
     return value
+
+
+def _evolve_checkpointed(state: GroupState, event: Json) -> None:
+    item = _item(state, event)
+    payload = event["payload"]
+    owner = item.owner
+    assert owner is not None
+    owner.start_by = payload["startBy"]
+    item.execution_lease = None
+    item.progress = payload["progress"]
+    item.checkpoint = {
+        "checkpointRef": payload.get("checkpointRef"),
+        "leaseId": payload["leaseId"],
+        "checkpointedAt": event["occurredAt"],
+    }
+    item.state = "queued"
 
 
 def _decide_block(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts) -> None:
@@ -272,11 +314,31 @@ def _decide_block(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draft
     )
 
 
+def _evolve_blocked(state: GroupState, event: Json) -> None:
+    item = _item(state, event)
+    payload = event["payload"]
+    if "childState" in payload:  # its child Mission failed: the item stays blocked, unowned
+        settle_link(item, event)
+        return
+    doc = payload["blockedLease"]
+    item.execution_lease = None
+    item.blocked_lease = BlockedLease(
+        doc["leaseId"], doc["issuedAt"], doc["expiresAt"], payload["requiredResolution"]
+    )
+    if "progress" in payload:
+        item.progress = payload["progress"]
+    item.state = "blocked"
+
+
 # --- work.unblock --------------------------------------------------------------------------------
 
 
 def _acts_as_owner(cmd: Incoming) -> bool:
     return cmd.payload.has("ownershipEpoch")
+
+
+def _owner_or_coordinating(state: GroupState, cmd: Incoming) -> bool:
+    return cmd.is_agent and not _acts_as_owner(cmd)
 
 
 def _decide_unblock(
@@ -313,6 +375,18 @@ def _decide_unblock(
     drafts.add(
         "work.unblocked", ("work_item", item.work_item_id), payload, work_item_id=item.work_item_id
     )
+
+
+def _evolve_unblocked(state: GroupState, event: Json) -> None:
+    item = _item(state, event)
+    payload = event["payload"]
+    item.blocked_lease = None
+    if payload["nextState"] == "queued":
+        assert item.owner is not None
+        item.owner.start_by = payload["startBy"]
+    else:
+        release_ownership(item)
+    item.state = payload["nextState"]
 
 
 # --- work.submit ---------------------------------------------------------------------------------
@@ -369,7 +443,30 @@ def _decide_submit(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
     )
 
 
-# --- timers --------------------------------------------------------------------------------------
+def _evolve_submitted(state: GroupState, event: Json) -> None:
+    item = _item(state, event)
+    item.execution_lease = None
+    item.submission = event["payload"]["submission"]
+    item.state = "submitted"
+
+
+# --- ext.missionweaveprotocol.core.ownership_expired ---------------------------------------------
+
+
+def timer_token(item: WorkItem) -> tuple[TimerKind, str, str] | None:
+    """(timer kind, due time, token) of the live owner's running grant, if any."""
+    due = expiry_of(item)
+    if due is None:
+        return None
+    owner = item.owner
+    assert owner is not None
+    if due[1] == "start_by_missed":
+        return "start_by", due[0], owner.lease_id
+    if due[1] == "execution_lease_expired":
+        assert item.execution_lease is not None
+        return "execution_lease", due[0], item.execution_lease.lease_id
+    assert item.blocked_lease is not None
+    return "blocked_lease", due[0], item.blocked_lease.lease_id
 
 
 _TIMER_REASONS = {
@@ -408,20 +505,11 @@ def expiry_draft(item: WorkItem, timer_kind: str, token: str, now: str, drafts: 
     return True
 
 
-def timer_token(item: WorkItem) -> tuple[TimerKind, str, str] | None:
-    """(timer kind, due time, token) of the live owner's running grant, if any."""
-    due = expiry_of(item)
-    if due is None:
-        return None
-    owner = item.owner
-    assert owner is not None
-    if due[1] == "start_by_missed":
-        return "start_by", due[0], owner.lease_id
-    if due[1] == "execution_lease_expired":
-        assert item.execution_lease is not None
-        return "execution_lease", due[0], item.execution_lease.lease_id
-    assert item.blocked_lease is not None
-    return "blocked_lease", due[0], item.blocked_lease.lease_id
+def _evolve_expired(state: GroupState, event: Json) -> None:
+    fence_owner(_item(state, event), event["payload"]["reason"])
+
+
+# --- ext.missionweaveprotocol.core.execution_lease_revoked ---------------------------------------
 
 
 def revocation_drafts(
@@ -458,86 +546,6 @@ def revocation_drafts(
     return revoked
 
 
-# --- evolve --------------------------------------------------------------------------------------
-
-
-def _item(state: GroupState, event: Json) -> WorkItem:
-    item = state.work_items[event["workItemId"]]
-    touch(item, event)
-    return item
-
-
-def _evolve_started(state: GroupState, event: Json) -> None:
-    item = _item(state, event)
-    item.execution_lease = execution_lease_from_document(event["payload"]["executionLease"])
-    item.state = "active"
-
-
-def _evolve_progressed(state: GroupState, event: Json) -> None:
-    item = _item(state, event)
-    payload = event["payload"]
-    item.execution_lease = execution_lease_from_document(payload["executionLease"])
-    if "progress" in payload:
-        item.progress = payload["progress"]
-    if "checkpointRef" in payload:
-        item.checkpoint = {
-            "checkpointRef": payload["checkpointRef"],
-            "leaseId": payload["executionLease"]["leaseId"],
-            "checkpointedAt": event["occurredAt"],
-        }
-
-
-def _evolve_checkpointed(state: GroupState, event: Json) -> None:
-    item = _item(state, event)
-    payload = event["payload"]
-    owner = item.owner
-    assert owner is not None
-    owner.start_by = payload["startBy"]
-    item.execution_lease = None
-    item.progress = payload["progress"]
-    item.checkpoint = {
-        "checkpointRef": payload.get("checkpointRef"),
-        "leaseId": payload["leaseId"],
-        "checkpointedAt": event["occurredAt"],
-    }
-    item.state = "queued"
-
-
-def _evolve_blocked(state: GroupState, event: Json) -> None:
-    item = _item(state, event)
-    payload = event["payload"]
-    if "childState" in payload:  # its child Mission failed: the item stays blocked, unowned
-        settle_link(item, event)
-        return
-    doc = payload["blockedLease"]
-    item.execution_lease = None
-    item.blocked_lease = BlockedLease(
-        doc["leaseId"], doc["issuedAt"], doc["expiresAt"], payload["requiredResolution"]
-    )
-    if "progress" in payload:
-        item.progress = payload["progress"]
-    item.state = "blocked"
-
-
-def _evolve_unblocked(state: GroupState, event: Json) -> None:
-    item = _item(state, event)
-    payload = event["payload"]
-    item.blocked_lease = None
-    if payload["nextState"] == "queued":
-        assert item.owner is not None
-        item.owner.start_by = payload["startBy"]
-    else:
-        release_ownership(item)
-    item.state = payload["nextState"]
-
-
-def _evolve_submitted(state: GroupState, event: Json) -> None:
-    item = _item(state, event)
-    item.execution_lease = None
-    item.submission = event["payload"]["submission"]
-    item.state = "submitted"
-
-
 def _evolve_revoked(state: GroupState, event: Json) -> None:
     item = _item(state, event)
     owner = item.owner
@@ -545,14 +553,6 @@ def _evolve_revoked(state: GroupState, event: Json) -> None:
     owner.start_by = event["payload"]["startBy"]
     item.execution_lease = None
     item.state = "queued"
-
-
-def _evolve_expired(state: GroupState, event: Json) -> None:
-    fence_owner(_item(state, event), event["payload"]["reason"])
-
-
-def _owner_or_coordinating(state: GroupState, cmd: Incoming) -> bool:
-    return cmd.is_agent and not _acts_as_owner(cmd)
 
 
 RULES = (

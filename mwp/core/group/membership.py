@@ -235,6 +235,11 @@ def _refuse_leadership_target(state: GroupState, member_id: str) -> None:
         invalid("the current Coordinator changes only through mission.assign_coordinator")
 
 
+def _evolve_changed(state: GroupState, event: Json) -> None:
+    doc = event["payload"]["membership"]
+    state.memberships[doc["member"]["id"]] = _from_document(doc, event["aggregateRevision"])
+
+
 # --- membership.end ------------------------------------------------------------------------------
 
 
@@ -274,14 +279,6 @@ def _decide_end(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts:
             "fencedWorkItemIds": fenced,
         },
     )
-
-
-# --- evolve --------------------------------------------------------------------------------------
-
-
-def _evolve_changed(state: GroupState, event: Json) -> None:
-    doc = event["payload"]["membership"]
-    state.memberships[doc["member"]["id"]] = _from_document(doc, event["aggregateRevision"])
 
 
 def _evolve_ended(state: GroupState, event: Json) -> None:

@@ -104,6 +104,22 @@ def conversation_from_document(doc: Json) -> Conversation:
     )
 
 
+def _require_state(state: GroupState, cmd: Incoming, required: str) -> Mission:
+    mission = state.mission
+    assert mission is not None
+    if mission.state != required:
+        bad_transition("Mission", mission.state, cmd.kind)
+    return mission
+
+
+def _mission_event(state: GroupState, event: Json) -> Mission:
+    mission = state.mission
+    assert mission is not None
+    mission.revision = event["aggregateRevision"]
+    mission.updated_at = event["occurredAt"]
+    return mission
+
+
 # --- mission.create / mission.create_follow_up ---------------------------------------------------
 
 
@@ -222,6 +238,30 @@ def _agent(agent_id: str) -> Json:
     return {"type": "agent", "id": agent_id}
 
 
+def _evolve_created(state: GroupState, event: Json) -> None:
+    payload = event["payload"]
+    doc, conversation = payload["mission"], payload["mainConversation"]
+    state.group_id = event["groupId"]
+    state.mission = Mission(
+        mission_id=doc["missionId"],
+        revision=event["aggregateRevision"],
+        objective=doc["objective"],
+        definition_of_done=doc["definitionOfDone"],
+        owner=doc["missionOwner"],
+        state=doc["state"],
+        budget=doc["budget"],
+        deadline=doc["deadline"],
+        approval_policy=doc["approvalPolicy"],
+        created_at=doc["createdAt"],
+        follow_up_to=doc.get("followUpToMissionId"),
+        main_conversation_id=conversation["conversationId"],
+        updated_at=event["occurredAt"],
+        parent=doc.get("parent"),
+    )
+    state.conversations[conversation["conversationId"]] = conversation_from_document(conversation)
+    state.coordinator = lease_from_payload(payload, 1)
+
+
 # --- mission.submit_for_approval -----------------------------------------------------------------
 
 
@@ -254,6 +294,18 @@ def _decide_submit(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
     if summary is not None:
         payload["summary"] = summary
     drafts.add("mission.submitted_for_approval", ("mission", mission.mission_id), payload)
+
+
+def _evolve_submitted(state: GroupState, event: Json) -> None:
+    mission = _mission_event(state, event)
+    payload = event["payload"]
+    mission.state = "awaiting_approval"
+    mission.submission = MissionSubmission(
+        payload["missionRevision"],
+        payload["artifactHashes"],
+        event["occurredAt"],
+        event["actor"]["id"],
+    )
 
 
 # --- mission.approve / mission.request_changes ---------------------------------------------------
@@ -305,6 +357,12 @@ def _decide_approve(
     drafts.add("mission.approved", ("mission", state.mission_id), {"approval": approval})
 
 
+def _evolve_approved(state: GroupState, event: Json) -> None:
+    mission = _mission_event(state, event)
+    mission.state = "approved"
+    mission.approval = event["payload"]["approval"]
+
+
 def _decide_changes(
     state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
 ) -> None:
@@ -314,6 +372,13 @@ def _decide_changes(
         ("mission", state.mission_id),
         {"approval": approval, "reason": approval["comments"]},
     )
+
+
+def _evolve_changes_requested(state: GroupState, event: Json) -> None:
+    mission = _mission_event(state, event)
+    mission.state = "active"
+    mission.approval = event["payload"]["approval"]
+    mission.submission = None
 
 
 # --- mission.cancel / mission.terminate ----------------------------------------------------------
@@ -353,74 +418,6 @@ def _decide_terminate(
     state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
 ) -> None:
     _close(cmd, state, drafts, "work.failed", "mission.terminated")
-
-
-def _require_state(state: GroupState, cmd: Incoming, required: str) -> Mission:
-    mission = state.mission
-    assert mission is not None
-    if mission.state != required:
-        bad_transition("Mission", mission.state, cmd.kind)
-    return mission
-
-
-# --- evolve --------------------------------------------------------------------------------------
-
-
-def _evolve_created(state: GroupState, event: Json) -> None:
-    payload = event["payload"]
-    doc, conversation = payload["mission"], payload["mainConversation"]
-    state.group_id = event["groupId"]
-    state.mission = Mission(
-        mission_id=doc["missionId"],
-        revision=event["aggregateRevision"],
-        objective=doc["objective"],
-        definition_of_done=doc["definitionOfDone"],
-        owner=doc["missionOwner"],
-        state=doc["state"],
-        budget=doc["budget"],
-        deadline=doc["deadline"],
-        approval_policy=doc["approvalPolicy"],
-        created_at=doc["createdAt"],
-        follow_up_to=doc.get("followUpToMissionId"),
-        main_conversation_id=conversation["conversationId"],
-        updated_at=event["occurredAt"],
-        parent=doc.get("parent"),
-    )
-    state.conversations[conversation["conversationId"]] = conversation_from_document(conversation)
-    state.coordinator = lease_from_payload(payload, 1)
-
-
-def _mission_event(state: GroupState, event: Json) -> Mission:
-    mission = state.mission
-    assert mission is not None
-    mission.revision = event["aggregateRevision"]
-    mission.updated_at = event["occurredAt"]
-    return mission
-
-
-def _evolve_submitted(state: GroupState, event: Json) -> None:
-    mission = _mission_event(state, event)
-    payload = event["payload"]
-    mission.state = "awaiting_approval"
-    mission.submission = MissionSubmission(
-        payload["missionRevision"],
-        payload["artifactHashes"],
-        event["occurredAt"],
-        event["actor"]["id"],
-    )
-
-
-def _evolve_approved(state: GroupState, event: Json) -> None:
-    mission = _mission_event(state, event)
-    mission.state = "approved"
-    mission.approval = event["payload"]["approval"]
-
-
-def _evolve_changes_requested(state: GroupState, event: Json) -> None:
-    mission = _mission_event(state, event)
-    mission.state = "active"
-    mission.approval = event["payload"]["approval"]
-    mission.submission = None
 
 
 def _closer(final_state: str) -> Any:

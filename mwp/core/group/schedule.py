@@ -61,6 +61,9 @@ def schedule_estimate(value: Any, path: str = "payload.scheduleEstimate") -> Jso
     }
 
 
+# --- ext.missionweaveprotocol.core.schedule_disclose ---------------------------------------------
+
+
 def _decide_disclose(
     state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
 ) -> None:

@@ -77,6 +77,12 @@ Json = dict[str, Any]
 _FAILURE_CODE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
+def _item(state: GroupState, event: Json) -> WorkItem:
+    item = state.work_items[event["workItemId"]]
+    touch(item, event)
+    return item
+
+
 # --- work.propose --------------------------------------------------------------------------------
 
 
@@ -104,6 +110,19 @@ def _decide_propose(
     if draft is not None:
         proposal["draftContract"] = draft
     drafts.add("work.proposed", ("proposal", proposal_id), {"proposal": proposal})
+
+
+def _evolve_proposed(state: GroupState, event: Json) -> None:
+    doc = dict(event["payload"]["proposal"])
+    proposal = Proposal(
+        proposal_id=doc.pop("proposalId"),
+        proposed_by=doc.pop("proposedBy"),
+        proposed_at=doc.pop("proposedAt"),
+        title=doc.pop("title"),
+        revision=event["aggregateRevision"],
+        details=doc,
+    )
+    state.proposals[proposal.proposal_id] = proposal
 
 
 # --- work.authorize ------------------------------------------------------------------------------
@@ -173,6 +192,31 @@ def _decide_authorize(
     if grant is not None:
         payload[GRANT_MEMBER] = grant.grant_id
     drafts.add("work.authorized", ("work_item", work_item_id), payload, work_item_id=work_item_id)
+
+
+def _evolve_authorized(state: GroupState, event: Json) -> None:
+    payload = event["payload"]
+    doc, conversation = payload["workItem"], payload["conversation"]
+    item = WorkItem(
+        work_item_id=doc["workItemId"],
+        conversation_id=doc["conversationId"],
+        revision=event["aggregateRevision"],
+        state=doc["state"],
+        exclusive=doc["exclusive"],
+        contract=doc["contract"],
+        created_by=doc["createdBy"],
+        authorized_by=doc["authorizedBy"],
+        created_at=doc["createdAt"],
+        updated_at=event["occurredAt"],
+        proposal_id=payload.get("proposalId"),
+        parent_work_item_id=payload.get(PARENT_MEMBER),
+    )
+    state.work_items[item.work_item_id] = item
+    if GRANT_MEMBER in payload:
+        record_use(state, payload[GRANT_MEMBER], item.work_item_id)
+    book(state, item.contract["budget"], +1)
+    state.conversations[conversation["conversationId"]] = conversation_from_document(conversation)
+    state.proposals.pop(item.proposal_id or "", None)
 
 
 # --- work.offer ----------------------------------------------------------------------------------
@@ -313,6 +357,26 @@ def _admit_candidate(
     add_grant(drafts, doc, "work.offer")
 
 
+def _evolve_contract_revised(state: GroupState, event: Json) -> None:
+    item = _item(state, event)
+    book(state, item.contract["budget"], -1)
+    item.contract = event["payload"]["contract"]
+    book(state, item.contract["budget"], +1)
+
+
+def _evolve_offer_created(state: GroupState, event: Json) -> None:
+    item = _item(state, event)
+    payload = event["payload"]
+    if "fencedOwnership" in payload:
+        release_ownership(item)
+    item.offers = [Offer.from_json(o) for o in payload["offers"]]
+    item.start_within_seconds = payload["startWithinSeconds"]
+    item.failure = None
+    item.state = "offered"
+    if GRANT_MEMBER in payload:
+        record_use(state, payload[GRANT_MEMBER], item.work_item_id)
+
+
 # --- work.accept_offer ---------------------------------------------------------------------------
 
 
@@ -418,6 +482,24 @@ def _owner_from_payload(doc: Json) -> Ownership:
     )
 
 
+def _evolve_offer_accepted(state: GroupState, event: Json) -> None:
+    item = _item(state, event)
+    payload = event["payload"]
+    for offer in item.offers:
+        if offer.offer_id == payload["offerId"]:
+            offer.status = "accepted"
+        elif offer.status == "pending":
+            offer.status = "lost_race"
+    owner = _owner_from_payload(payload["owner"])
+    item.owner = owner
+    item.ownership_epoch = owner.epoch
+    item.selection_basis = payload["selectionBasis"]
+    item.schedule_estimate = payload.get("scheduleEstimate")
+    # A new owner resumes from the latest checkpoint and progress (spec 11.5).
+    item.submission = item.result = None
+    item.state = "queued"
+
+
 # --- work.accept_result --------------------------------------------------------------------------
 
 
@@ -450,11 +532,37 @@ def _decide_accept_result(
     )
 
 
+def _evolve_result_accepted(state: GroupState, event: Json) -> None:
+    item = _item(state, event)
+    approval = event["payload"].get("childApproval")
+    if approval is not None:
+        # The approved child result becomes the item's Evidence and Artifacts (spec 14).
+        settle_link(item, event)
+        item.submission = {
+            "artifactHashes": approval["artifactHashes"],
+            "evidenceIds": [approval["approvalId"]],
+            "evidence": [],  # the child Approval itself is the Evidence (result.childApproval)
+            "childMissionId": event["payload"]["childMissionId"],
+            "submittedAt": event["occurredAt"],
+        }
+    item.result = {
+        "acceptedBy": event["actor"],
+        "acceptedAt": event["occurredAt"],
+        **event["payload"],
+    }
+    item.state = "verified"
+    settle(state, item)
+
+
 # --- work.fail / work.cancel ---------------------------------------------------------------------
 
 
 def _acts_as_owner(cmd: Incoming) -> bool:
     return cmd.payload.has("ownershipEpoch")
+
+
+def _coordinating_unless_owner(state: GroupState, cmd: Incoming) -> bool:
+    return cmd.is_agent and not _acts_as_owner(cmd)
 
 
 def _decide_fail(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts) -> None:
@@ -490,6 +598,15 @@ def _decide_fail(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts
     )
 
 
+def _evolve_failed(state: GroupState, event: Json) -> None:
+    item = _item(state, event)
+    abandon_or_settle(item, event)
+    release_ownership(item)
+    withdraw_pending_offers(item)
+    item.failure = {"failedAt": event["occurredAt"], **event["payload"]}
+    item.state = "failed"
+
+
 def _decide_cancel(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts) -> None:
     active_mission(state, cmd)
     item = get_item(state, cmd)
@@ -503,122 +620,6 @@ def _decide_cancel(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
     )
 
 
-# --- evolve --------------------------------------------------------------------------------------
-
-
-def _item(state: GroupState, event: Json) -> WorkItem:
-    item = state.work_items[event["workItemId"]]
-    touch(item, event)
-    return item
-
-
-def _evolve_proposed(state: GroupState, event: Json) -> None:
-    doc = dict(event["payload"]["proposal"])
-    proposal = Proposal(
-        proposal_id=doc.pop("proposalId"),
-        proposed_by=doc.pop("proposedBy"),
-        proposed_at=doc.pop("proposedAt"),
-        title=doc.pop("title"),
-        revision=event["aggregateRevision"],
-        details=doc,
-    )
-    state.proposals[proposal.proposal_id] = proposal
-
-
-def _evolve_authorized(state: GroupState, event: Json) -> None:
-    payload = event["payload"]
-    doc, conversation = payload["workItem"], payload["conversation"]
-    item = WorkItem(
-        work_item_id=doc["workItemId"],
-        conversation_id=doc["conversationId"],
-        revision=event["aggregateRevision"],
-        state=doc["state"],
-        exclusive=doc["exclusive"],
-        contract=doc["contract"],
-        created_by=doc["createdBy"],
-        authorized_by=doc["authorizedBy"],
-        created_at=doc["createdAt"],
-        updated_at=event["occurredAt"],
-        proposal_id=payload.get("proposalId"),
-        parent_work_item_id=payload.get(PARENT_MEMBER),
-    )
-    state.work_items[item.work_item_id] = item
-    if GRANT_MEMBER in payload:
-        record_use(state, payload[GRANT_MEMBER], item.work_item_id)
-    book(state, item.contract["budget"], +1)
-    state.conversations[conversation["conversationId"]] = conversation_from_document(conversation)
-    state.proposals.pop(item.proposal_id or "", None)
-
-
-def _evolve_contract_revised(state: GroupState, event: Json) -> None:
-    item = _item(state, event)
-    book(state, item.contract["budget"], -1)
-    item.contract = event["payload"]["contract"]
-    book(state, item.contract["budget"], +1)
-
-
-def _evolve_offer_created(state: GroupState, event: Json) -> None:
-    item = _item(state, event)
-    payload = event["payload"]
-    if "fencedOwnership" in payload:
-        release_ownership(item)
-    item.offers = [Offer.from_json(o) for o in payload["offers"]]
-    item.start_within_seconds = payload["startWithinSeconds"]
-    item.failure = None
-    item.state = "offered"
-    if GRANT_MEMBER in payload:
-        record_use(state, payload[GRANT_MEMBER], item.work_item_id)
-
-
-def _evolve_offer_accepted(state: GroupState, event: Json) -> None:
-    item = _item(state, event)
-    payload = event["payload"]
-    for offer in item.offers:
-        if offer.offer_id == payload["offerId"]:
-            offer.status = "accepted"
-        elif offer.status == "pending":
-            offer.status = "lost_race"
-    owner = _owner_from_payload(payload["owner"])
-    item.owner = owner
-    item.ownership_epoch = owner.epoch
-    item.selection_basis = payload["selectionBasis"]
-    item.schedule_estimate = payload.get("scheduleEstimate")
-    # A new owner resumes from the latest checkpoint and progress (spec 11.5).
-    item.submission = item.result = None
-    item.state = "queued"
-
-
-def _evolve_result_accepted(state: GroupState, event: Json) -> None:
-    item = _item(state, event)
-    approval = event["payload"].get("childApproval")
-    if approval is not None:
-        # The approved child result becomes the item's Evidence and Artifacts (spec 14).
-        settle_link(item, event)
-        item.submission = {
-            "artifactHashes": approval["artifactHashes"],
-            "evidenceIds": [approval["approvalId"]],
-            "evidence": [],  # the child Approval itself is the Evidence (result.childApproval)
-            "childMissionId": event["payload"]["childMissionId"],
-            "submittedAt": event["occurredAt"],
-        }
-    item.result = {
-        "acceptedBy": event["actor"],
-        "acceptedAt": event["occurredAt"],
-        **event["payload"],
-    }
-    item.state = "verified"
-    settle(state, item)
-
-
-def _evolve_failed(state: GroupState, event: Json) -> None:
-    item = _item(state, event)
-    abandon_or_settle(item, event)
-    release_ownership(item)
-    withdraw_pending_offers(item)
-    item.failure = {"failedAt": event["occurredAt"], **event["payload"]}
-    item.state = "failed"
-
-
 def _evolve_cancelled(state: GroupState, event: Json) -> None:
     item = _item(state, event)
     abandon_or_settle(item, event)
@@ -628,10 +629,6 @@ def _evolve_cancelled(state: GroupState, event: Json) -> None:
     item.state = "cancelled"
     book(state, item.contract["budget"], -1)  # a cancelled item releases its allocation
     settle(state, item)
-
-
-def _coordinating_unless_owner(state: GroupState, cmd: Incoming) -> bool:
-    return cmd.is_agent and not _acts_as_owner(cmd)
 
 
 RULES = (
