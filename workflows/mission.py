@@ -33,7 +33,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from mwp.contracts.errors import to_application_error
@@ -59,7 +59,13 @@ from mwp.contracts.mission import (
     TimerReport,
     mission_workflow_id,
 )
-from mwp.contracts.names import AUTHORITY_TASK_QUEUE
+from mwp.contracts.names import (
+    AUTHORITY_TASK_QUEUE,
+    GROUP_ID,
+    MISSION_ID,
+    MISSION_STATE,
+    WORK_ITEM_STATE,
+)
 from mwp.contracts.organization import (
     SIGNAL_MISSION_APPROVED,
     SIGNAL_REGISTRY_CHANGED,
@@ -84,10 +90,6 @@ from mwp.core.trust.signed_document import PROFILES, verify, verify_value
 from mwp.core.wire.jcs import canonicalize, sha256_ref
 from mwp.core.wire.values import format_utc
 from mwp.workflows.work_item import WorkItemWorkflow
-
-MISSION_ID = SearchAttributeKey.for_keyword("MissionId")
-GROUP_ID = SearchAttributeKey.for_keyword("GroupId")
-MISSION_STATE = SearchAttributeKey.for_keyword("MissionState")
 
 # How a run hands its snapshot to the next: compressed JSON. Temporal refuses a payload over
 # 2 MiB; an unsettled WorkItem takes about 4 KB of JSON, a settled one a short record (its full
@@ -389,7 +391,7 @@ class MissionWorkflow:
                     break
                 self._resync.discard(work_item_id)
             child = self._started_this_run.get(work_item_id)
-            state = self._authority.work_item_search_attributes(work_item_id)["WorkItemState"]
+            state = self._authority.work_item_search_attributes(work_item_id)[WORK_ITEM_STATE.name]
             if child is not None and state in FINAL_WORK_STATES:
                 # Its completion is reported to this run: let it arrive before continue-as-new,
                 # which the server refuses while an Event is arriving (the retried workflow
@@ -612,9 +614,9 @@ class MissionWorkflow:
             self._published = attributes
             workflow.upsert_search_attributes(
                 [
-                    MISSION_ID.value_set(attributes["MissionId"]),
-                    GROUP_ID.value_set(attributes["GroupId"]),
-                    MISSION_STATE.value_set(attributes["MissionState"]),
+                    MISSION_ID.value_set(attributes[MISSION_ID.name]),
+                    GROUP_ID.value_set(attributes[GROUP_ID.name]),
+                    MISSION_STATE.value_set(attributes[MISSION_STATE.name]),
                 ]
             )
         if self._headline is None:

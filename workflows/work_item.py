@@ -18,9 +18,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
+from temporalio.common import SearchAttributeUpdate
 
 from mwp.contracts.mission import SIGNAL_TIMER_FIRED
+from mwp.contracts.names import CAPABILITY, MISSION_ID, OWNER, WORK_ITEM_ID, WORK_ITEM_STATE
 from mwp.contracts.work_item import (
     QUERY_TIMERS,
     QUERY_WORK_ITEM,
@@ -30,12 +31,6 @@ from mwp.contracts.work_item import (
 )
 from mwp.core.kinds import FINAL_WORK_STATES
 from mwp.core.wire.values import instant_to_datetime, parse_timestamp
-
-WORK_ITEM_ID = SearchAttributeKey.for_keyword("WorkItemId")
-MISSION_ID = SearchAttributeKey.for_keyword("MissionId")
-WORK_ITEM_STATE = SearchAttributeKey.for_keyword("WorkItemState")
-OWNER = SearchAttributeKey.for_keyword("Owner")
-CAPABILITY = SearchAttributeKey.for_keyword("Capability")
 
 
 def _due(timer: dict[str, str]) -> datetime:
@@ -114,11 +109,7 @@ class WorkItemWorkflow:
     def _publish(self, attributes: dict[str, str]) -> None:
         if attributes:
             self._attributes = dict(attributes)
-        keys = {
-            "WorkItemState": WORK_ITEM_STATE,
-            "Owner": OWNER,
-            "Capability": CAPABILITY,
-        }
+        keys = {key.name: key for key in (WORK_ITEM_STATE, OWNER, CAPABILITY)}
         updates: list[SearchAttributeUpdate[Any]] = [
             WORK_ITEM_ID.value_set(self._input.work_item_id),
             MISSION_ID.value_set(self._input.mission_id),

@@ -1,5 +1,6 @@
-"""Tool calls between workflows and agent workers: the call, its activity name, the agent's
-task queue (pure: no I/O, no Temporal import, safe to import in workflow code).
+"""The agent side's contract: the ``AgentWorkflow``'s ID, type, Signal and Query names and
+input, the activities it and workflow tool calls schedule on the agent's task queue, and their
+inputs and results (pure: no I/O, no Temporal import, shared with workflow code).
 
 A :class:`ToolCall` names one logical tool operation of a WorkItem: the Mission, the
 WorkItem, the caller's Ownership Epoch, a logical operation ID chosen by the capability, the

@@ -1,22 +1,36 @@
 """Names the runtime shares with Temporal: task queues and the product's search attributes.
 
-Pure constants (no Temporal import), so workflows, workers, the client SDK and the embedded
-stack agree on them without importing each other.
+Shared by workflows, workers, the client SDK and the embedded stack, so they agree on them
+without importing each other.
 """
 
 from __future__ import annotations
+
+from temporalio.common import SearchAttributeKey
 
 # The Group Authorities and the Organization services run on this task queue.
 AUTHORITY_TASK_QUEUE = "mwp-authority"
 
 # Keyword search attributes the product keeps current, so Missions and WorkItems can be found
-# and filtered in the Temporal UI. The embedded stack registers them at server start.
-SEARCH_ATTRIBUTES: tuple[str, ...] = (
-    "MissionId",
-    "GroupId",
-    "MissionState",
-    "WorkItemId",
-    "WorkItemState",
-    "Owner",
-    "Capability",
+# and filtered in the Temporal UI. The embedded stack registers them at server start. The
+# pure core names the values it computes for them the same way (mwp.core.group.views).
+MISSION_ID = SearchAttributeKey.for_keyword("MissionId")
+GROUP_ID = SearchAttributeKey.for_keyword("GroupId")
+MISSION_STATE = SearchAttributeKey.for_keyword("MissionState")
+WORK_ITEM_ID = SearchAttributeKey.for_keyword("WorkItemId")
+WORK_ITEM_STATE = SearchAttributeKey.for_keyword("WorkItemState")
+OWNER = SearchAttributeKey.for_keyword("Owner")
+CAPABILITY = SearchAttributeKey.for_keyword("Capability")
+
+SEARCH_ATTRIBUTES: tuple[str, ...] = tuple(
+    key.name
+    for key in (
+        MISSION_ID,
+        GROUP_ID,
+        MISSION_STATE,
+        WORK_ITEM_ID,
+        WORK_ITEM_STATE,
+        OWNER,
+        CAPABILITY,
+    )
 )
