@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from mwp.contracts.work_item import WorkItemInput
 from temporalio import workflow
 
+from mwp.contracts.work_item import WorkItemInput
 from mwp.workflows.work_item import WorkItemWorkflow
 
 DEMO_PATCH = "test-only-timer-before-the-loop"
