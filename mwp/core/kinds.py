@@ -1,7 +1,10 @@
-"""The one enumeration of what this runtime decides on: Command kinds, Event kinds, and the
-Mission and WorkItem states (spec 7.1, 10.2). Every other list of them derives from these: the
-subsets below are typed, so mypy refuses a misspelt member, and the Authority's tables are
-checked against the full lists (``tests/unit/group/test_kinds.py``).
+"""The one enumeration of kinds and states: the protocol's vocabulary (the core Command and
+Event kinds of the schemas) and what this runtime decides on (its Command kinds, Event kinds,
+and the Mission and WorkItem states of spec 7.1 and 10.2). Every other list derives from these:
+the subsets below are typed, so mypy refuses a misspelt member, and
+``tests/unit/group/test_kinds.py`` checks the Authority's tables against the full lists, the
+runtime's kinds against the protocol's, and the protocol's against the bundle's schemas (with
+``tests/unit/test_models_json_schema.py``).
 """
 
 from __future__ import annotations
@@ -124,3 +127,114 @@ OFFERABLE_WORK_STATES: Final[frozenset[WorkItemState]] = (
     UNFINISHED_WORK_STATES - {"submitted"}
 ) | {"failed"}
 PROMOTABLE_WORK_STATES: Final[frozenset[WorkItemState]] = UNFINISHED_WORK_STATES - {"submitted"}
+
+
+# --- the protocol's vocabulary (the schemas' enumerations) ---------------------------------
+
+CORE_COMMAND_KINDS: frozenset[str] = frozenset(
+    {
+        "mission.create",
+        "mission.assign_coordinator",
+        "mission.renew_coordinator",
+        "mission.submit_for_approval",
+        "mission.approve",
+        "mission.request_changes",
+        "mission.cancel",
+        "mission.terminate",
+        "mission.create_child",
+        "mission.create_follow_up",
+        "membership.change",
+        "membership.end",
+        "membership.grant_delegation",
+        "message.post",
+        "message.correct",
+        "message.retract",
+        "message.redact",
+        "work.propose",
+        "work.authorize",
+        "work.offer",
+        "work.accept_offer",
+        "work.start",
+        "work.checkpoint",
+        "work.block",
+        "work.unblock",
+        "work.submit",
+        "work.accept_result",
+        "work.fail",
+        "work.cancel",
+        "artifact.publish",
+        "approval.grant_execution",
+        "policy.grant_cooperation_override",
+    }
+)
+
+# Registry and identity actions of the Organization: outside any Group, issued by a service.
+ORGANIZATION_COMMAND_KINDS: frozenset[str] = frozenset(
+    {
+        "ext.missionweaveprotocol.registry.agent_card_register",
+        "ext.missionweaveprotocol.identity.session_open",
+    }
+)
+
+# Kinds only the current Coordinator may issue: the schema requires their Coordinator Epoch.
+COORDINATOR_ONLY_KINDS: frozenset[str] = frozenset(
+    {
+        "mission.renew_coordinator",
+        "mission.submit_for_approval",
+        "mission.create_child",
+        "membership.grant_delegation",
+        "work.accept_result",
+    }
+)
+
+# Kinds that bring a Group into existence, so no Membership or Coordinator epoch exists yet.
+GROUP_CREATING_KINDS: frozenset[str] = frozenset({"mission.create", "mission.create_follow_up"})
+
+CORE_EVENT_KINDS: frozenset[str] = frozenset(
+    {
+        "mission.created",
+        "mission.coordinator.assigned",
+        "mission.coordinator.renewed",
+        "mission.submitted_for_approval",
+        "mission.approved",
+        "mission.changes_requested",
+        "mission.cancelled",
+        "mission.terminated",
+        "mission.child.created",
+        "mission.follow_up.created",
+        "membership.changed",
+        "membership.ended",
+        "membership.delegation.granted",
+        "message.posted",
+        "message.corrected",
+        "message.retracted",
+        "message.redacted",
+        "work.proposed",
+        "work.authorized",
+        "work.offer.created",
+        "work.offer.accepted",
+        "work.contract.revised",
+        "work.started",
+        "work.progressed",
+        "work.checkpointed",
+        "work.blocked",
+        "work.unblocked",
+        "work.submitted",
+        "work.result.accepted",
+        "work.failed",
+        "work.cancelled",
+        "artifact.published",
+        "approval.execution.granted",
+        "policy.cooperation_override.granted",
+        "group.snapshot.created",
+        "group.archived",
+    }
+)
+
+# Recorded by the Organization's services outside every Group log, hence unsequenced.
+ORGANIZATION_EVENT_KINDS: frozenset[str] = frozenset(
+    {
+        "ext.missionweaveprotocol.registry.agent_card_registered",
+        "ext.missionweaveprotocol.identity.session_opened",
+    }
+)

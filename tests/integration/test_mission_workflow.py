@@ -17,7 +17,6 @@ from google.protobuf.any_pb2 import Any as ProtoAny
 from temporalio.api.common.v1 import GrpcStatus
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
-from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
 from mwp.client import ClientError, MwpClient, new_id
@@ -29,6 +28,15 @@ from mwp.client.missions import (
 )
 from mwp.contracts.errors import RemoteMwpError
 from mwp.contracts.mission import TimerReport
+from mwp.contracts.names import (
+    CAPABILITY,
+    GROUP_ID,
+    MISSION_ID,
+    MISSION_STATE,
+    OWNER,
+    WORK_ITEM_ID,
+    WORK_ITEM_STATE,
+)
 from mwp.core.errors import ErrorCode
 from mwp.core.wire.values import instant_to_datetime, parse_timestamp
 from tests.integration.missions_helper import (
@@ -43,15 +51,6 @@ from tests.integration.missions_helper import (
     raw,
     refused,
 )
-
-MISSION_ID = SearchAttributeKey.for_keyword("MissionId")
-GROUP_ID = SearchAttributeKey.for_keyword("GroupId")
-MISSION_STATE = SearchAttributeKey.for_keyword("MissionState")
-WORK_ITEM_ID = SearchAttributeKey.for_keyword("WorkItemId")
-WORK_ITEM_STATE = SearchAttributeKey.for_keyword("WorkItemState")
-OWNER = SearchAttributeKey.for_keyword("Owner")
-CAPABILITY = SearchAttributeKey.for_keyword("Capability")
-
 
 # --- helpers -------------------------------------------------------------------------------------
 

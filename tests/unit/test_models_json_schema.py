@@ -20,14 +20,15 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from mwp.core.errors import ErrorCode
+from mwp.core.kinds import (
+    COORDINATOR_ONLY_KINDS,
+    CORE_COMMAND_KINDS,
+    CORE_EVENT_KINDS,
+    ORGANIZATION_COMMAND_KINDS,
+    ORGANIZATION_EVENT_KINDS,
+)
 from mwp.core.models import SCHEMA_MODELS
 from mwp.core.models._base import WireModel
-from mwp.core.models.command import (
-    COORDINATOR_COMMAND_KINDS,
-    CORE_COMMAND_KINDS,
-    ORGANIZATION_COMMAND_KINDS,
-)
-from mwp.core.models.event import CORE_EVENT_KINDS, ORGANIZATION_EVENT_KINDS
 from mwp.core.models.websocket_frame import (
     AckFrame,
     CommandFrame,
@@ -408,7 +409,7 @@ def test_kind_tables_match_the_schemas() -> None:
     command = load("schemas/command.schema.json")["$defs"]
     assert set(command["coreCommandKind"]["enum"]) == CORE_COMMAND_KINDS
     assert set(command["organizationScopedKind"]["enum"]) == ORGANIZATION_COMMAND_KINDS
-    assert set(command["coordinatorOnlyKind"]["enum"]) == COORDINATOR_COMMAND_KINDS
+    assert set(command["coordinatorOnlyKind"]["enum"]) == COORDINATOR_ONLY_KINDS
     event = load("schemas/event.schema.json")
     assert set(event["properties"]["kind"]["anyOf"][0]["enum"]) == CORE_EVENT_KINDS
     assert set(event["allOf"][0]["if"]["properties"]["kind"]["enum"]) == ORGANIZATION_EVENT_KINDS

@@ -6,6 +6,12 @@ from typing import Annotated, Self
 
 from pydantic import PlainValidator, model_validator
 
+from mwp.core.kinds import (
+    COORDINATOR_ONLY_KINDS,
+    CORE_COMMAND_KINDS,
+    GROUP_CREATING_KINDS,
+    ORGANIZATION_COMMAND_KINDS,
+)
 from mwp.core.models._base import WireModel
 from mwp.core.models.common import (
     Actor,
@@ -21,65 +27,6 @@ from mwp.core.models.common import (
 )
 
 CLAUSES: tuple[str, ...] = ("MWP-EVT-001",)
-
-CORE_COMMAND_KINDS: frozenset[str] = frozenset(
-    {
-        "mission.create",
-        "mission.assign_coordinator",
-        "mission.renew_coordinator",
-        "mission.submit_for_approval",
-        "mission.approve",
-        "mission.request_changes",
-        "mission.cancel",
-        "mission.terminate",
-        "mission.create_child",
-        "mission.create_follow_up",
-        "membership.change",
-        "membership.end",
-        "membership.grant_delegation",
-        "message.post",
-        "message.correct",
-        "message.retract",
-        "message.redact",
-        "work.propose",
-        "work.authorize",
-        "work.offer",
-        "work.accept_offer",
-        "work.start",
-        "work.checkpoint",
-        "work.block",
-        "work.unblock",
-        "work.submit",
-        "work.accept_result",
-        "work.fail",
-        "work.cancel",
-        "artifact.publish",
-        "approval.grant_execution",
-        "policy.grant_cooperation_override",
-    }
-)
-
-# Registry and identity actions of the Organization: outside any Group, issued by a service.
-ORGANIZATION_COMMAND_KINDS: frozenset[str] = frozenset(
-    {
-        "ext.missionweaveprotocol.registry.agent_card_register",
-        "ext.missionweaveprotocol.identity.session_open",
-    }
-)
-
-# Kinds only the current Coordinator may issue, so they are fenced by its epoch.
-COORDINATOR_COMMAND_KINDS: frozenset[str] = frozenset(
-    {
-        "mission.renew_coordinator",
-        "mission.submit_for_approval",
-        "mission.create_child",
-        "membership.grant_delegation",
-        "work.accept_result",
-    }
-)
-
-# Kinds that bring a Group into existence, so no Membership or Coordinator epoch exists yet.
-GROUP_CREATING_KINDS: frozenset[str] = frozenset({"mission.create", "mission.create_follow_up"})
 
 
 def _command_kind(value: object) -> str:
@@ -140,7 +87,7 @@ class Command(WireModel):
                 "coordinator_epoch",
                 when="the Command is Organization-scoped",
             )
-        if kind in COORDINATOR_COMMAND_KINDS:
+        if kind in COORDINATOR_ONLY_KINDS:
             if actor != "agent":
                 raise ValueError(f"{kind} must be issued by the Coordinator agent")
             self._require("coordinator_epoch", when=f"the kind is {kind}")

@@ -6,6 +6,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import PlainValidator, model_validator
 
+from mwp.core.kinds import CORE_EVENT_KINDS, ORGANIZATION_EVENT_KINDS
 from mwp.core.models._base import WireModel
 from mwp.core.models.common import (
     Actor,
@@ -19,55 +20,6 @@ from mwp.core.models.common import (
     Signature,
     Timestamp,
     is_extension_kind,
-)
-
-CORE_EVENT_KINDS: frozenset[str] = frozenset(
-    {
-        "mission.created",
-        "mission.coordinator.assigned",
-        "mission.coordinator.renewed",
-        "mission.submitted_for_approval",
-        "mission.approved",
-        "mission.changes_requested",
-        "mission.cancelled",
-        "mission.terminated",
-        "mission.child.created",
-        "mission.follow_up.created",
-        "membership.changed",
-        "membership.ended",
-        "membership.delegation.granted",
-        "message.posted",
-        "message.corrected",
-        "message.retracted",
-        "message.redacted",
-        "work.proposed",
-        "work.authorized",
-        "work.offer.created",
-        "work.offer.accepted",
-        "work.contract.revised",
-        "work.started",
-        "work.progressed",
-        "work.checkpointed",
-        "work.blocked",
-        "work.unblocked",
-        "work.submitted",
-        "work.result.accepted",
-        "work.failed",
-        "work.cancelled",
-        "artifact.published",
-        "approval.execution.granted",
-        "policy.cooperation_override.granted",
-        "group.snapshot.created",
-        "group.archived",
-    }
-)
-
-# Recorded by the Organization's services outside every Group log, hence unsequenced.
-ORGANIZATION_EVENT_KINDS: frozenset[str] = frozenset(
-    {
-        "ext.missionweaveprotocol.registry.agent_card_registered",
-        "ext.missionweaveprotocol.identity.session_opened",
-    }
 )
 
 
