@@ -88,10 +88,13 @@ class _Channel:
 class AgentActivities:
     """``accept_offer`` and ``run_capability`` for one Agent."""
 
-    def __init__(self, agent: Agent, client: MwpClient, store: ObjectStore) -> None:
+    def __init__(
+        self, agent: Agent, client: MwpClient, store: ObjectStore, card_version: int | None = None
+    ) -> None:
         self.agent = agent
         self.client = client
         self.store = store
+        self.card_version = card_version  # registered at start; None: the declaration's
 
     @property
     def temporal(self) -> Client:
@@ -147,7 +150,12 @@ class AgentActivities:
     @activity.defn(name=RUN_CAPABILITY)
     async def run_capability(self, order: ExecutionOrder) -> ExecutionOutcome:
         run = LeasedExecution(
-            self.agent, order, _Channel(self, order), self.store, beat=activity.heartbeat
+            self.agent,
+            order,
+            _Channel(self, order),
+            self.store,
+            beat=activity.heartbeat,
+            card_version=self.card_version,
         )
         outcome = await run.run()
         activity.logger.info("run of %s ended: %s", order.work_item_id, asdict(outcome))

@@ -120,11 +120,14 @@ def build_agent_worker(
     *,
     task_queue: str | None = None,
     runtime: MwpClient | None = None,
+    card_version: int | None = None,
     **options: Any,
 ) -> Worker:
     """A Worker on ``agent``'s task queue (or ``task_queue``) hosting its tool activity and,
     given the ``runtime`` client, its AgentWorkflow (the Worker Scheduler) with the
-    ``accept_offer`` and ``run_capability`` activities."""
+    ``accept_offer`` and ``run_capability`` activities. ``card_version`` is the Agent Card
+    version the registry holds for ``agent`` (:func:`ensure_registered`): its runs name it as
+    the producer of what they publish."""
     from mwp.activities.agent import AgentActivities
     from mwp.activities.tools import ToolActivities
     from mwp.workflows.agent import AgentWorkflow
@@ -133,7 +136,7 @@ def build_agent_worker(
     activities: list[Callable[..., Any]] = [tools.run_tool]
     workflows: list[type] = []
     if runtime is not None:
-        agents = AgentActivities(agent, runtime, ledger.store)
+        agents = AgentActivities(agent, runtime, ledger.store, card_version)
         activities += [agents.accept_offer, agents.run_capability, agents.disclose_schedule]
         workflows.append(AgentWorkflow)
     options.setdefault("max_concurrent_activities", max(8, 4 * agent.max_concurrency))
@@ -235,7 +238,12 @@ async def run_agent_worker(
         store.ensure_bucket()
     queue = agent_task_queue(agent.agent_id)
     worker = build_agent_worker(
-        client.temporal, agent, ToolLedger(store), task_queue=queue, runtime=client
+        client.temporal,
+        agent,
+        ToolLedger(store),
+        task_queue=queue,
+        runtime=client,
+        card_version=card_version,
     )
     session = AgentSession(organization, card_version, epoch, queue)
     loop = asyncio.get_running_loop()

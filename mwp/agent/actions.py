@@ -72,14 +72,16 @@ def publish_command(
     ownership_epoch: int,
     lease_id: str,
     created_at: str,
+    card_version: int,
 ) -> OwnerCommand:
-    """``artifact.publish`` of stored ``content`` with its manifest signed by ``agent``."""
+    """``artifact.publish`` of stored ``content`` with its manifest signed by ``agent``, naming
+    ``card_version`` (the Agent Card version the Registry holds for it) as the producer's."""
     manifest = new_manifest(
         content,
         media_type=media_type,
         schema_uri=schema_uri,
         producer_agent_id=agent.agent_id,
-        agent_card_version=agent.card_info.card_version,
+        agent_card_version=card_version,
         capabilities=[spec.ref],
         mission_id=mission_id,
         group_id=group_id,

@@ -174,8 +174,12 @@ class LeasedExecution:
         *,
         beat: Callable[[], None] = lambda: None,
         clock: Callable[[], str] = utc_now,
+        card_version: int | None = None,
     ) -> None:
         self.agent = agent
+        # The Agent Card version the Registry holds (a registered card may be newer than the
+        # declaration's): what the Authority checks a published manifest's producer against.
+        self.card_version = card_version or agent.card_info.card_version
         self.order = order
         self.channel = channel
         self.store = store
@@ -465,6 +469,7 @@ class _LeasedContext(WorkItemFacts):
             ownership_epoch=r.order.ownership_epoch,
             lease_id=lease_id,
             created_at=r.now(),
+            card_version=r.card_version,
         )
         with _lease_lost_when_fenced():
             await r._send_locked(command)

@@ -291,13 +291,20 @@ class MissionRig:
         return item
 
     async def offer(
-        self, item: WorkItemRef, *agents: Identity, expires_at: str | None = None
+        self,
+        item: WorkItemRef,
+        *agents: Identity,
+        expires_at: str | None = None,
+        card_version: int | None = None,
     ) -> dict[str, Any]:
-        """Offer ``item`` to ``agents``; the ``work.offer.created`` Event's payload."""
+        """Offer ``item`` to ``agents`` (at ``card_version`` of their Agent Cards, if given);
+        the ``work.offer.created`` Event's payload."""
         candidates = [
             {"agentId": a.principal.id, "selectionBasis": selection_basis(in_seconds(60))}
             for a in agents
         ]
+        if card_version is not None:
+            candidates = [{**c, "agentCardVersion": card_version} for c in candidates]
         result = await self.coordinate(
             "work.offer",
             {

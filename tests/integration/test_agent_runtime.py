@@ -95,7 +95,10 @@ async def agent_runtime(
     epoch = await registry.open_session(agent_id)
     store = open_store(stack_log_location())
     stop = asyncio.Event()
-    async with build_agent_worker(client.temporal, agent, ToolLedger(store), runtime=client):
+    worker = build_agent_worker(
+        client.temporal, agent, ToolLedger(store), runtime=client, card_version=card_version
+    )
+    async with worker:
         await start_scheduler(
             client.temporal, agent, card_version, epoch, lease_seconds=lease_seconds, **options
         )
@@ -405,9 +408,14 @@ async def test_the_readme_agent_runs_a_work_item_to_verified(
     monkeypatch.setenv("MWP_STATE_DIR", str(state))
     sys.modules.pop("examples.writer", None)
     writer = importlib.import_module("examples.writer")
+    # As the README's `mwp registry add-agent writer --owner ada` does: a development card
+    # (version 1) that differs from the declaration, so the runtime registers version 2.
+    owner = Principal("human", "urn:mwp:human:ada")
+    await rig.crew.organization.registry.register_agent(writer.agent.identity, owner=owner)
     async with agent_runtime(rig, agent=writer.agent) as runtime:
+        assert runtime.card_version == 2
         item = await rig.authorize("the quarterly report")
-        await rig.offer(item, runtime.identity)
+        await rig.offer(item, runtime.identity, card_version=runtime.card_version)
         await wait_for_state(rig, item, "submitted")
     await rig.accept_result(item)
     view = await rig.mission.work_item(item.work_item_id)
