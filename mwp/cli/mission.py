@@ -292,10 +292,14 @@ async def _send(args: argparse.Namespace) -> int:
     payload_text = args.payload
     if payload_text.startswith("@"):
         payload_text = Path(payload_text[1:]).read_text()
+    from mwp.core.wire.strict_json import JsonSyntaxError, parse_text
+
     try:
-        payload = json.loads(payload_text)
-    except json.JSONDecodeError as exc:
-        raise MissionCliError(f"--payload is not JSON: {exc}") from None
+        # The protocol's own parser: duplicate member names, NaN and Infinity are refused here,
+        # not sent to be refused by the Authority (or accepted with one value silently kept).
+        payload = parse_text(payload_text)
+    except JsonSyntaxError as exc:
+        raise MissionCliError(f"--payload is not strict JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise MissionCliError("--payload must be a JSON object")
     identity = _identity(args.state_dir, args.actor)

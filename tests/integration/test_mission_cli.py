@@ -58,9 +58,15 @@ def test_a_mission_is_created_inspected_and_steered_from_the_command_line(
     code, _, err = run("mission", "send", mission, "message.post", "--as", "planner",
                        "--payload", '{"content": "not a list"}')  # fmt: skip
     assert code == 1 and "refused: INVALID_COMMAND" in err
-    code, _, err = run("mission", "send", mission, "message.post", "--as", "planner",
-                       "--payload", "{nope")  # fmt: skip
-    assert code == 1 and "--payload is not JSON" in err
+    for text, why in [
+        ("{nope", "Expecting property name"),
+        ('{"content": NaN}', "NaN is not a JSON value"),
+        ('{"content": [], "content": []}', "duplicate member name 'content'"),
+    ]:
+        code, out, err = run("mission", "send", mission, "message.post", "--as", "planner",
+                             "--payload", text)  # fmt: skip
+        assert code == 1 and "--payload is not strict JSON" in err and why in err, err
+        assert "Traceback" not in err and out == ""
     code, _, err = run("mission", "approve", mission, "--as", "ada")
     assert code == 1 and "not awaiting approval" in err
     code, _, err = run(
