@@ -173,10 +173,15 @@ async def test_preempted_work_checkpoints_re_enters_its_queue_and_resumes_there(
         await rig.offer(item, runtime.identity)
         await wait_for_state(rig, item, "active")
 
-        async def first_step_done() -> bool:
-            return bool(tool_agent.effect_keys(effects, f"{item.work_item_id}#0"))
+        async def held_after_first_checkpoint() -> bool:
+            # The step's effect lands before its checkpoint asks about preemption: wait for
+            # the checkpoint's progress, so the request below is seen at the next one.
+            return any(
+                e["kind"] == "work.progressed" and "checkpointRef" in e["payload"]
+                for e in await rig.mission.events_this_run()
+            )
 
-        await eventually(first_step_done, timeout=30)
+        await eventually(held_after_first_checkpoint, timeout=30)
         handle = mwp_client.temporal.get_workflow_handle(agent_workflow_id(runtime.agent.agent_id))
         await handle.signal("preempt", args=[rig.mission.group_id, item.work_item_id])
         (effects / "hold").unlink()  # the run goes on to its next safe point and stops there
