@@ -34,5 +34,37 @@ class Patch:
     deprecated: str | None = None  # the day its check became deprecate_patch
 
 
-# Oldest first. Empty until the first behaviour change to a workflow after release 0.1.0.
-PATCHES: tuple[Patch, ...] = ()
+MISSION_SEALED_MESSAGES = Patch(
+    "mission-sealed-messages",
+    "2026-12-01",
+    "MissionWorkflow",
+    "messages to and from other workflows are sealed and opened (registry notices, child "
+    "reports, parent closures, approval notices, WorkItem transitions and timers); Commands "
+    "are decided under the door rules of issue 12 (AuthorityContext.rules)",
+)
+WORK_ITEM_SEALED_MESSAGES = Patch(
+    "work-item-sealed-messages",
+    "2026-12-01",
+    "WorkItemWorkflow",
+    "transitions are opened before use and timer reports are sealed",
+)
+REGISTRY_SEALED_MESSAGES = Patch(
+    "registry-sealed-messages",
+    "2026-12-01",
+    "OrganizationRegistryWorkflow",
+    "notices are sealed; approval notices and (un)subscriptions are opened before use",
+)
+AGENT_SEALED_SIGNALS = Patch(
+    "agent-sealed-signals",
+    "2026-12-01",
+    "AgentWorkflow",
+    "deliveries, Session changes, preemption and policy signals are opened before use",
+)
+
+# Oldest first.
+PATCHES: tuple[Patch, ...] = (
+    MISSION_SEALED_MESSAGES,
+    WORK_ITEM_SEALED_MESSAGES,
+    REGISTRY_SEALED_MESSAGES,
+    AGENT_SEALED_SIGNALS,
+)

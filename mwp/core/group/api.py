@@ -34,6 +34,13 @@ class Envelope:
     command_hash: str  # sha256 of the JCS of the whole Command: the Events' ``commandHash``
 
 
+# Revisions of the rules: 0.1.0 as released, then the door of issue 12 (unknown critical
+# extensions and core members, override-grant citations, First Admission on the Group path).
+RULES_0_1_0 = 1
+RULES_DOOR = 2
+CURRENT_RULES = RULES_DOOR
+
+
 @dataclass(frozen=True)
 class AuthorityContext:
     """Facts the shell supplies for one decision; everything else is Group state."""
@@ -50,6 +57,9 @@ class AuthorityContext:
     at_capacity: bool = False
     # The Organization's bounded window for a newly presented Command's issuedAt (spec 6).
     freshness: FreshnessWindow = field(default_factory=FreshnessWindow)
+    # Which revision of the rules decides. A workflow pins it (``workflow.patched``), so a
+    # Group that accepted a Command under older rules replays the same decision.
+    rules: int = CURRENT_RULES
 
 
 @dataclass(frozen=True)
