@@ -55,8 +55,9 @@ from benchmarks.group_commands import CpuMeter, versions
 from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Progress, Submission
 from mwp.agent.ledger import ToolLedger
 from mwp.client import Identity, MwpClient, OrganizationRegistryClient, new_id
-from mwp.client.missions import MissionClient, MissionHandle, group_authority, in_seconds
+from mwp.client.missions import MissionClient, MissionHandle, in_seconds
 from mwp.contracts.agent import agent_workflow_id
+from mwp.contracts.messages import group_authority
 from mwp.core.log.cursor import Cursor
 from mwp.core.trust.registry import Principal, RegistryEvidence
 from mwp.dev.scenario import CAPABILITY, definition_of_done, selection_basis, work_contract

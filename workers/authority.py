@@ -20,7 +20,9 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from mwp.activities.mirror import Mirror
+from mwp.activities.seal import ServiceSealer
 from mwp.contracts.names import AUTHORITY_TASK_QUEUE
+from mwp.log.keys import AuthorityKeyring
 from mwp.workers.plugin import MwpPlugin
 from mwp.workers.registry import ACTIVITIES, WORKFLOWS
 
@@ -31,17 +33,23 @@ def build_authority_worker(
     task_queue: str = AUTHORITY_TASK_QUEUE,
     sandboxed: bool = True,
     mirror: Mirror | None = None,
+    keyring: AuthorityKeyring | None = None,
     **options: Any,
 ) -> Worker:
     """A Worker hosting every registered authority workflow and activity.
 
     ``mirror`` writes the Group Event log; without it the Missions' mirror calls wait for a
-    worker that has one. ``options`` go to :class:`temporalio.worker.Worker`. ``sandboxed=False``
+    worker that has one. The workflows' messages are sealed with keys from ``keyring`` (by
+    default the mirror's): a worker without either cannot run the authority workflows.
+    ``options`` go to :class:`temporalio.worker.Worker`. ``sandboxed=False``
     is for benchmarks that measure what the sandbox costs, never for a running Group.
     """
     if not sandboxed:
         options.setdefault("workflow_runner", UnsandboxedWorkflowRunner())
-    activities = list(ACTIVITIES)
+    keyring = keyring or (mirror.keyring if mirror is not None else None)
+    if keyring is None:
+        raise ValueError("an authority worker needs a keyring (or a mirror) to seal messages")
+    activities = [*ACTIVITIES, *ServiceSealer(keyring).activities]
     if mirror is not None:
         activities.append(mirror.mirror_events)
         # The mirror does blocking file or S3 I/O: it runs in threads, never on the loop.

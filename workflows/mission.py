@@ -37,6 +37,19 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from mwp.contracts.errors import to_application_error
+from mwp.contracts.messages import (
+    CHILD_SETTLED,
+    MISSION_APPROVED,
+    PARENT_CLOSED,
+    REGISTRY_NOTICE,
+    REGISTRY_SUBSCRIBE,
+    SEAL_MESSAGE,
+    SERVICE_KEY,
+    WORK_ITEM_TRANSITION,
+    SealRequest,
+    group_authority,
+    registry_subscribers,
+)
 from mwp.contracts.mission import (
     MIRROR_BATCH_LIMIT,
     MIRROR_EVENTS,
@@ -46,6 +59,7 @@ from mwp.contracts.mission import (
     QUERY_EVENTS_THIS_RUN,
     QUERY_MIRRORED_THROUGH,
     QUERY_MISSION,
+    QUERY_REFUSED_MESSAGES,
     QUERY_RUN_NUMBER,
     QUERY_SEQUENCE,
     QUERY_WORK_ITEM,
@@ -76,6 +90,8 @@ from mwp.contracts.work_item import SIGNAL_TRANSITION, WorkItemInput, work_item_
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import GroupAuthority
 from mwp.core.group.api import (
+    RULES_0_1_0,
+    RULES_DOOR,
     AuthorityContext,
     ChildSettled,
     Envelope,
@@ -86,9 +102,16 @@ from mwp.core.group.artifact import embedded_manifest
 from mwp.core.kinds import FINAL_WORK_STATES
 from mwp.core.organization.service import RegistrySubscription
 from mwp.core.trust.registry import Principal
+from mwp.core.trust.service_message import (
+    MessageRefusedError,
+    RefusalRecord,
+    TrustedKey,
+    open_sealed,
+)
 from mwp.core.trust.signed_document import PROFILES, verify, verify_value
 from mwp.core.wire.jcs import canonicalize, sha256_ref
 from mwp.core.wire.values import format_utc
+from mwp.workflows import patches
 from mwp.workflows.work_item import WorkItemWorkflow
 
 # How a run hands its snapshot to the next: compressed JSON. Temporal refuses a payload over
@@ -161,6 +184,22 @@ class MissionWorkflow:
         # Accepted Events the mirror has not yet confirmed in the Group Event log, in order.
         carried = unpack_snapshot(input.outbox) if input.outbox else {"events": []}
         self._outbox: list[dict[str, Any]] = list(carried["events"])
+        # Messages from other workflows are sealed and opened, and Commands meet the door
+        # rules, in every run that starts after the upgrade; a run replaying older history
+        # keeps taking them as it did (and takes sealed ones too, unopened, as before).
+        self._sealed = workflow.patched(patches.MISSION_SEALED_MESSAGES.id)
+        self._rules = RULES_DOOR if self._sealed else RULES_0_1_0
+        self._trusted: TrustedKey | None = None  # the key that seals messages, once fetched
+        self._trusted_binding: dict[str, Any] | None = None  # the same, as its binding JSON
+        self._inbound: list[tuple[str, Any]] = []  # (message type, sealed document) to open
+        self._refusals = RefusalRecord.from_json(input.refusals)
+        sealing = input.sealing or {
+            # A first run has no children yet; a run after one from before sealing may.
+            "legacyChildren": input.run_number > 1 or input.snapshot is not None,
+            "children": [],
+        }
+        self._legacy_children_possible: bool = sealing["legacyChildren"]
+        self._sealed_children: set[str] = set(sealing["children"])
         if input.founding is not None and self._authority.mission_id == "":
             founded = self._authority.found_child(input.founding, self._context())
             if founded is not None:
@@ -171,9 +210,18 @@ class MissionWorkflow:
     @workflow.run
     async def run(self, input: MissionInput) -> dict[str, Any]:
         registry = organization_workflow_id(input.organization_id)
-        await workflow.get_external_workflow_handle(registry).signal(
-            SIGNAL_SUBSCRIBE, workflow.info().workflow_id
-        )
+        subscription: Any = workflow.info().workflow_id
+        if self._sealed:
+            binding = await workflow.execute_local_activity(
+                SERVICE_KEY,
+                group_authority(input.organization_id).id,
+                result_type=dict,
+                start_to_close_timeout=timedelta(seconds=10),
+                summary="the key that seals this Organization's messages",
+            )
+            self._trusted, self._trusted_binding = TrustedKey.from_binding(binding), binding
+            subscription = await self._seal(REGISTRY_SUBSCRIBE, registry, {})
+        await workflow.get_external_workflow_handle(registry).signal(SIGNAL_SUBSCRIBE, subscription)
         publisher = asyncio.create_task(self._publish_visibility())
         self._mirror_task = asyncio.create_task(self._mirror())
         while True:
@@ -207,11 +255,15 @@ class MissionWorkflow:
             or self._child_outcomes
             or self._parent_closures
             or self._sessions_changed
+            or (self._inbound and self._trusted is not None)
         )
 
     def _drain_inbox(self) -> None:
         """Record what timers, child Missions and the parent reported, in arrival order per
         source."""
+        if self._trusted is not None:
+            while self._inbound:
+                self._open_inbound(*self._inbound.pop(0))
         while self._pending_timers:
             self._apply_timer(self._pending_timers.pop(0))
         context = self._context
@@ -266,6 +318,17 @@ class MissionWorkflow:
             outbox=pack_snapshot({"events": self._outbox}) if self._outbox else None,
             mirror_task_queue=self._input.mirror_task_queue,
             snapshot_capacity=self._input.snapshot_capacity,
+            sealing=(
+                {
+                    "legacyChildren": self._legacy_children_possible,
+                    "children": sorted(self._sealed_children),
+                }
+                if self._sealed
+                else None
+            ),
+            # A run that does not seal cannot vouch for its parent sealing either.
+            legacy_parent=self._input.legacy_parent or not self._sealed,
+            refusals=self._refusals.to_json() if self._refusals.total else None,
         )
 
     # --- Commands --------------------------------------------------------------------------
@@ -345,6 +408,7 @@ class MissionWorkflow:
             command=verified.document,
             signing_hash=verified.signing_hash,
             command_hash=sha256_ref(canonicalize(verified.document)),
+            verified=verified,  # First Admission reads the key and its validity from it
         )
         return envelope, self._context()
 
@@ -355,9 +419,14 @@ class MissionWorkflow:
         notice = self._registry.notice
         full = self._snapshot_bytes >= (self._input.snapshot_capacity or SNAPSHOT_CAPACITY)
         if notice is None:
-            return AuthorityContext(now, self._principal, at_capacity=full)
+            return AuthorityContext(now, self._principal, at_capacity=full, rules=self._rules)
         return AuthorityContext(
-            now, self._principal, notice.session_epochs, notice.approved_missions, full
+            now,
+            self._principal,
+            notice.session_epochs,
+            notice.approved_missions,
+            full,
+            rules=self._rules,
         )
 
     def _after_accept(self, outcome: Outcome) -> None:
@@ -437,6 +506,7 @@ class MissionWorkflow:
                 timers=timers,
                 search_attributes=attributes,
                 final=final,
+                trusted_key=self._trusted_binding if self._sealed else None,
             )
             try:
                 child = await workflow.start_child_workflow(
@@ -454,19 +524,37 @@ class MissionWorkflow:
                 self._started_this_run[work_item_id] = child
                 return
         handle = workflow.get_external_workflow_handle(child_id)
+        update: dict[str, Any] = {"view": view, "timers": timers, "searchAttributes": attributes}
+        if final:
+            update["final"] = final
+        message = (
+            await self._seal(WORK_ITEM_TRANSITION, child_id, update) if self._sealed else update
+        )
         try:
-            update = {"view": view, "timers": timers, "searchAttributes": attributes}
-            await handle.signal(SIGNAL_TRANSITION, {**update, "final": final} if final else update)
+            await handle.signal(SIGNAL_TRANSITION, message)
         except Exception:
             # A finished child (terminal item) has nothing left to time; the Group's state
             # is authoritative either way.
             workflow.logger.info("WorkItem %s no longer running", work_item_id)
 
     @workflow.signal(name=SIGNAL_TIMER_FIRED)
-    def timer_fired(self, report: TimerReport) -> None:
-        self._pending_timers.append(report)
+    def timer_fired(self, report: Any) -> None:
+        # Taken as JSON, not as a TimerReport: a payload that does not decode is refused and
+        # recorded here, where the SDK would only log it.
+        try:
+            timer = TimerReport(report["work_item_id"], report["kind"], report["token"])
+        except (KeyError, TypeError):
+            timer = None
+        if timer is None or not all(
+            isinstance(v, str) for v in (timer.work_item_id, timer.kind, timer.token)
+        ):
+            if self._sealed:
+                self._refuse("timer-fired", "malformed")
+            return
+        self._pending_timers.append(timer)
 
     def _apply_timer(self, report: TimerReport) -> None:
+        # Needs no seal: the Authority acts only on a timer that is current and due.
         timer = TimerFired(report.work_item_id, report.kind, report.token)  # type: ignore[arg-type]
         outcome = self._authority.fire(timer, self._context())
         if outcome is not None:
@@ -533,7 +621,10 @@ class MissionWorkflow:
             updates_per_run=self._input.updates_per_run,
             founding=event,
             mirror_task_queue=self._input.mirror_task_queue,
+            legacy_parent=not self._sealed,
         )
+        if self._sealed:
+            self._sealed_children.add(child["missionId"])
         try:
             await workflow.start_child_workflow(
                 MissionWorkflow.run,
@@ -549,7 +640,13 @@ class MissionWorkflow:
             workflow.logger.warning("child Mission %s already exists", child["missionId"])
 
     async def _signal_mission(self, mission_id: str, signal: str, arg: Any) -> None:
-        handle = workflow.get_external_workflow_handle(mission_workflow_id(mission_id))
+        target = mission_workflow_id(mission_id)
+        handle = workflow.get_external_workflow_handle(target)
+        if self._sealed:
+            if signal == SIGNAL_PARENT_CLOSED:
+                arg = await self._seal(PARENT_CLOSED, target, {"eventId": arg})
+            else:
+                arg = await self._seal(CHILD_SETTLED, target, arg)
         try:
             await handle.signal(signal, arg)
         except Exception:
@@ -557,21 +654,40 @@ class MissionWorkflow:
             workflow.logger.warning("signal %s to Mission %s failed", signal, mission_id)
 
     @workflow.signal(name=SIGNAL_CHILD_SETTLED)
-    def child_settled(self, report: dict[str, Any]) -> None:
-        self._child_outcomes.append(
-            ChildSettled(
-                report["childMissionId"],
-                report["state"],
-                report["eventId"],
-                report["actor"],
-                report.get("approval"),
-                report.get("reason"),
-            )
-        )
+    def child_settled(self, report: Any) -> None:
+        if not self._sealed:
+            self._take_child_report(_unsealed(report))
+        elif _is_sealed(report):
+            self._inbound.append((CHILD_SETTLED, report))
+        elif (
+            self._legacy_children_possible
+            and isinstance(report, dict)
+            and report.get("childMissionId") not in self._sealed_children
+        ):
+            # A child that started before the upgrade reports unsealed, as it always did.
+            self._take_child_report(report)
+        else:
+            self._refuse(CHILD_SETTLED, "unsealed")
+
+    def _take_child_report(self, report: Any) -> None:
+        try:
+            outcome = _child_settled(report)
+        except (KeyError, TypeError, ValueError):
+            self._refuse(CHILD_SETTLED, "malformed")
+            return
+        self._child_outcomes.append(outcome)
 
     @workflow.signal(name=SIGNAL_PARENT_CLOSED)
-    def parent_closed(self, event_id: str) -> None:
-        self._parent_closures.append(event_id)
+    def parent_closed(self, closure: Any) -> None:
+        if not self._sealed:
+            body = _unsealed(closure)
+            self._parent_closures.append(body["eventId"] if isinstance(body, dict) else body)
+        elif _is_sealed(closure):
+            self._inbound.append((PARENT_CLOSED, closure))
+        elif self._input.legacy_parent and isinstance(closure, str):
+            self._parent_closures.append(closure)  # from a parent run older than sealing
+        else:
+            self._refuse(PARENT_CLOSED, "unsealed")
 
     async def _report_root_approval(self, outcome: Outcome) -> None:
         """Tell the Organization a root Mission was approved before the receipt returns, so a
@@ -581,8 +697,10 @@ class MissionWorkflow:
         for event in outcome.events:
             if event["kind"] != "mission.approved":
                 continue
-            report = {"missionId": self._authority.mission_id, "ownerId": event["actor"]["id"]}
+            report: Any = {"missionId": self._authority.mission_id, "ownerId": event["actor"]["id"]}
             registry = organization_workflow_id(self._input.organization_id)
+            if self._sealed:
+                report = await self._seal(MISSION_APPROVED, registry, report)
             try:
                 await workflow.get_external_workflow_handle(registry).signal(
                     SIGNAL_MISSION_APPROVED, report
@@ -593,11 +711,77 @@ class MissionWorkflow:
     # --- Organization services -------------------------------------------------------------
 
     @workflow.signal(name=SIGNAL_REGISTRY_CHANGED)
-    def registry_changed(self, notice: dict[str, Any]) -> None:
+    def registry_changed(self, notice: Any) -> None:
+        if self._sealed:
+            # Opened in the run loop, once the trusted key is known.
+            self._inbound.append((REGISTRY_NOTICE, notice))
+        else:
+            self._offer_notice(_unsealed(notice))
+
+    def _offer_notice(self, notice: Any) -> None:
         # Keeps only a newer revision of this Organization; a newer one may carry a
         # replacement Session whose holder's active leases must be revoked.
         if self._registry.offer(notice):
             self._sessions_changed = True
+
+    # --- sealed messages (mwp.contracts.messages) -------------------------------------------
+
+    async def _seal(self, message_type: str, recipient: str, body: dict[str, Any]) -> Any:
+        return await workflow.execute_local_activity(
+            SEAL_MESSAGE,
+            SealRequest(
+                group_authority(self._input.organization_id).id,
+                message_type,
+                workflow.info().workflow_id,
+                recipient,
+                format_utc(workflow.now()),
+                body,
+            ),
+            result_type=dict,
+            start_to_close_timeout=timedelta(seconds=10),
+        )
+
+    def _open_inbound(self, message_type: str, value: Any) -> None:
+        """Open one sealed message and act on it; refuse (and record) anything else. Nothing
+        a sender puts in a message can fail this workflow's task."""
+        assert self._trusted is not None
+        me = workflow.info().workflow_id
+        if message_type == REGISTRY_NOTICE:
+            me = registry_subscribers(self._input.organization_id)
+        try:
+            opened = open_sealed(value, self._trusted, message_type=message_type, recipient=me)
+            body = opened.body
+            if message_type == REGISTRY_NOTICE:
+                registry = organization_workflow_id(self._input.organization_id)
+                if opened.sender != registry:
+                    raise MessageRefusedError("wrong-sender")
+                if body["organizationId"] != self._input.organization_id:
+                    raise MessageRefusedError("wrong-organization")
+                if int(body["revision"]) < self._registry.revision:
+                    raise MessageRefusedError("out-of-order")  # a replayed older notice
+                self._offer_notice(body)
+            elif message_type == CHILD_SETTLED:
+                outcome = _child_settled(body)
+                if opened.sender != mission_workflow_id(outcome.child_mission_id):
+                    raise MessageRefusedError("wrong-sender")
+                self._child_outcomes.append(outcome)
+            elif message_type == PARENT_CLOSED:
+                parent = self._authority.mission_parent()
+                if parent is None or opened.sender != mission_workflow_id(parent["missionId"]):
+                    raise MessageRefusedError("wrong-sender")
+                event_id = body["eventId"]
+                if not isinstance(event_id, str):
+                    raise MessageRefusedError("malformed")
+                self._parent_closures.append(event_id)
+        except MessageRefusedError as exc:
+            self._refuse(message_type, exc.reason)
+        except (KeyError, TypeError, ValueError):
+            self._refuse(message_type, "malformed")
+
+    def _refuse(self, message_type: str, reason: str) -> None:
+        self._refusals.add(message_type, reason, format_utc(workflow.now()))
+        self._visibility_stale = True
+        workflow.logger.warning("refused a %s message: %s", message_type, reason)
 
     # --- visibility ------------------------------------------------------------------------
 
@@ -623,10 +807,12 @@ class MissionWorkflow:
             view = self._authority.mission_view()
             self._headline = (view.get("state"), view.get("revision"))
         state, revision = self._headline
+        refused = self._refusals.total
         workflow.set_current_details(
             f"**{state}** · revision {revision} · "
             f"sequence {self._authority.sequence} · {self._authority.work_item_count} "
             f"WorkItems · run {self._input.run_number}"
+            + (f"  \n{refused} forged or malformed messages refused" if refused else "")
         )
 
     @workflow.query(name=QUERY_MISSION)
@@ -660,10 +846,48 @@ class MissionWorkflow:
     def sequence(self) -> int:
         return self._authority.sequence
 
+    @workflow.query(name=QUERY_REFUSED_MESSAGES)
+    def refused_messages(self) -> dict[str, Any]:
+        """What this Group refused of the messages other workflows (or forgers) sent it."""
+        return self._refusals.to_json()
+
     @workflow.query(name=QUERY_RUN_NUMBER)
     def run_number(self) -> int:
         """Which run of this Group this is (1, then +1 per continue-as-new)."""
         return self._input.run_number
+
+
+def _is_sealed(value: Any) -> bool:
+    return isinstance(value, dict) and "signature" in value and "body" in value
+
+
+def _unsealed(value: Any) -> Any:
+    """What a run from before sealing takes: a message's body, sealed or not (unopened)."""
+    return value["body"] if _is_sealed(value) else value
+
+
+_CHILD_STATES = frozenset({"approved", "cancelled", "failed"})
+
+
+def _child_settled(report: Any) -> ChildSettled:
+    """A child's report as the core takes it; KeyError/TypeError/ValueError if malformed."""
+    state = report["state"]
+    if state not in _CHILD_STATES:
+        raise ValueError("unknown child state")
+    if not all(isinstance(report[k], str) for k in ("childMissionId", "eventId")):
+        raise TypeError("IDs are strings")
+    actor = report["actor"]
+    if not isinstance(actor, dict) or not all(isinstance(actor[k], str) for k in ("type", "id")):
+        raise TypeError("actor is a Principal")
+    approval = report.get("approval")
+    if state == "approved" and (
+        not isinstance(approval, dict) or not isinstance(approval.get("artifactHashes"), list)
+    ):
+        raise ValueError("an approval names its Artifacts")
+    reason = report.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise TypeError("reason is text")
+    return ChildSettled(report["childMissionId"], state, report["eventId"], actor, approval, reason)
 
 
 _CHILD_END = {"mission.approved": "approved", "mission.cancelled": "cancelled"}

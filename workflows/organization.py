@@ -17,17 +17,36 @@ root and the subscription protocol are documented in :mod:`mwp.core.organization
 
 Handlers never await, so they always finish within their activation; continue-as-new still
 waits for ``all_handlers_finished`` and happens only in the main loop.
+
+Notices, subscriptions and approval notices are sealed messages (:mod:`mwp.contracts.messages`):
+the registry seals each notice once per revision and opens what Missions send it against the
+key its worker reports; what it cannot open is refused and counted (``organization_view``).
+A run from before sealing takes messages as before, and continues as new as soon as a sealed
+one arrives, so an upgraded Mission is never left waiting for a notice it can open.
 """
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from mwp.contracts.errors import as_temporal_failure
+from mwp.contracts.messages import (
+    MISSION_APPROVED,
+    REGISTRY_NOTICE,
+    REGISTRY_SUBSCRIBE,
+    REGISTRY_UNSUBSCRIBE,
+    SEAL_MESSAGE,
+    SERVICE_KEY,
+    SealRequest,
+    group_authority,
+    registry_subscribers,
+)
+from mwp.contracts.mission import mission_workflow_id
 from mwp.contracts.organization import (
     QUERY_AGENT_CARD,
     QUERY_NOTICE,
@@ -51,7 +70,14 @@ from mwp.core.organization.service import (
     SESSION_OPEN,
     OrganizationRegistry,
 )
+from mwp.core.trust.service_message import (
+    MessageRefusedError,
+    RefusalRecord,
+    TrustedKey,
+    open_sealed,
+)
 from mwp.core.wire.values import format_utc
+from mwp.workflows import patches
 
 # The failure type of a signal to a workflow that does not exist or has closed for good.
 _SUBSCRIBER_GONE = "ExternalWorkflowExecutionNotFound"
@@ -80,6 +106,14 @@ class OrganizationRegistryWorkflow:
             self._bootstrap_error = exc
         # Subscriber workflow ID -> highest revision already sent to it (0: none yet).
         self._subscribers: dict[str, int] = dict(state.get("subscribers", {}))
+        self._sealed = workflow.patched(patches.REGISTRY_SEALED_MESSAGES.id)
+        self._trusted: TrustedKey | None = None  # fetched at the start of a sealed run
+        # Subscribers that subscribed sealed: their approval notices must be sealed too.
+        self._sealed_subscribers: set[str] = set(state.get("sealedSubscribers", []))
+        # (signal, message) to open; a run from before sealing carries them to the next run.
+        self._inbound: list[tuple[str, Any]] = [tuple(m) for m in state.get("inbound", [])]
+        self._refusals = RefusalRecord.from_json(state.get("refusals"))
+        self._sealed_notice: tuple[int, dict[str, Any]] | None = None  # (revision, message)
 
     @workflow.run
     async def run(self, input: OrganizationRegistryInput) -> None:
@@ -88,10 +122,27 @@ class OrganizationRegistryWorkflow:
         if self._registry.organization_id != input.organization_id:
             raise ApplicationError("state of another Organization", non_retryable=True)
         self._show_details()
+        if self._sealed:
+            binding = await workflow.execute_local_activity(
+                SERVICE_KEY,
+                group_authority(input.organization_id).id,
+                result_type=dict,
+                start_to_close_timeout=timedelta(seconds=10),
+                summary="the key that seals this Organization's messages",
+            )
+            self._trusted = TrustedKey.from_binding(binding)
         while True:
             await workflow.wait_condition(
-                lambda: self._has_undelivered_notices() or self._time_to_continue_as_new()
+                lambda: (
+                    self._has_undelivered_notices()
+                    or self._time_to_continue_as_new()
+                    or (self._trusted is not None and bool(self._inbound))
+                )
             )
+            if self._trusted is not None and self._inbound:
+                while self._inbound:
+                    self._open_inbound(*self._inbound.pop(0))
+                continue
             if self._has_undelivered_notices():
                 await self._deliver_notices()
                 continue
@@ -167,25 +218,117 @@ class OrganizationRegistryWorkflow:
             "sessionEpochs": dict(registry.session_epochs),
             "subscribers": dict(self._subscribers),
             "runId": workflow.info().run_id,
+            "refusedMessages": self._refusals.to_json(),
         }
 
     # --- Signals ----------------------------------------------------------------------------
 
     @workflow.signal(name=SIGNAL_SUBSCRIBE)
-    def subscribe(self, workflow_id: str) -> None:
+    def subscribe(self, message: Any) -> None:
+        if self._take_sealed(SIGNAL_SUBSCRIBE, message):
+            return
+        if self._sealed:
+            self._refuse(REGISTRY_SUBSCRIBE, "unsealed")
+        elif isinstance(message, str):
+            self._subscribe(message)
+
+    def _subscribe(self, workflow_id: str) -> None:
         # (Re)subscribing always earns the current notice, e.g. after the subscriber lost state.
         self._subscribers[workflow_id] = 0
 
     @workflow.signal(name=SIGNAL_UNSUBSCRIBE)
-    def unsubscribe(self, workflow_id: str) -> None:
-        self._subscribers.pop(workflow_id, None)
+    def unsubscribe(self, message: Any) -> None:
+        if self._take_sealed(SIGNAL_UNSUBSCRIBE, message):
+            return
+        if self._sealed:
+            self._refuse(REGISTRY_UNSUBSCRIBE, "unsealed")
+        elif isinstance(message, str):
+            self._subscribers.pop(message, None)
 
     @workflow.signal(name=SIGNAL_MISSION_APPROVED)
-    def mission_approved(self, report: dict[str, str]) -> None:
-        # Sent only by Group Authorities on the authority task queue, after the approval
-        # Event was accepted; the run loop delivers the new revision to every subscriber.
+    def mission_approved(self, message: Any) -> None:
+        # Sent by a Group Authority after the approval Event was accepted; the run loop
+        # delivers the new revision to every subscriber.
+        if self._take_sealed(SIGNAL_MISSION_APPROVED, message):
+            return
+        if not self._sealed:
+            self._record_approval(message)
+        elif (
+            isinstance(message, dict)
+            and isinstance(message.get("missionId"), str)
+            and mission_workflow_id(message["missionId"]) in self._subscribers
+            and mission_workflow_id(message["missionId"]) not in self._sealed_subscribers
+        ):
+            # A Mission run from before sealing (it subscribed unsealed) reports unsealed.
+            self._record_approval(message)
+        else:
+            self._refuse(MISSION_APPROVED, "unsealed")
+
+    def _record_approval(self, report: Any) -> None:
         if self._registry.record_approved_mission(report["missionId"], report["ownerId"]):
             self._show_details()
+
+    # --- sealed messages ---------------------------------------------------------------------
+
+    def _take_sealed(self, signal: str, message: Any) -> bool:
+        """Queue a sealed message for the run loop to open; True if it is one."""
+        if not (isinstance(message, dict) and "signature" in message and "body" in message):
+            return False
+        self._inbound.append((signal, message))
+        return True
+
+    def _open_inbound(self, signal: str, message: Any) -> None:
+        assert self._trusted is not None
+        message_type = _MESSAGE_TYPES[signal]
+        try:
+            opened = open_sealed(
+                message,
+                self._trusted,
+                message_type=message_type,
+                recipient=workflow.info().workflow_id,
+            )
+            if message_type == REGISTRY_SUBSCRIBE:
+                self._subscribe(opened.sender)
+                self._sealed_subscribers.add(opened.sender)
+            elif message_type == REGISTRY_UNSUBSCRIBE:
+                self._subscribers.pop(opened.sender, None)
+                self._sealed_subscribers.discard(opened.sender)
+            else:
+                mission_id, owner_id = opened.body["missionId"], opened.body["ownerId"]
+                if not (isinstance(mission_id, str) and isinstance(owner_id, str)):
+                    raise MessageRefusedError("malformed")
+                if opened.sender != mission_workflow_id(mission_id):
+                    raise MessageRefusedError("wrong-sender")  # a Mission reports only itself
+                self._record_approval(opened.body)
+        except MessageRefusedError as exc:
+            self._refuse(message_type, exc.reason)
+        except (KeyError, TypeError, ValueError):
+            self._refuse(message_type, "malformed")
+
+    def _refuse(self, message_type: str, reason: str) -> None:
+        self._refusals.add(message_type, reason, self._now())
+        workflow.logger.warning("refused a %s message: %s", message_type, reason)
+        self._show_details()
+
+    async def _sealed_notice_of(self, notice: dict[str, Any], revision: int) -> dict[str, Any]:
+        """The notice of ``revision`` sealed for every subscriber, sealed once."""
+        if self._sealed_notice is None or self._sealed_notice[0] != revision:
+            organization_id = self._input.organization_id
+            sealed = await workflow.execute_local_activity(
+                SEAL_MESSAGE,
+                SealRequest(
+                    group_authority(organization_id).id,
+                    REGISTRY_NOTICE,
+                    workflow.info().workflow_id,
+                    registry_subscribers(organization_id),
+                    self._now(),
+                    notice,
+                ),
+                result_type=dict,
+                start_to_close_timeout=timedelta(seconds=10),
+            )
+            self._sealed_notice = (revision, sealed)
+        return self._sealed_notice[1]
 
     # --- internals --------------------------------------------------------------------------
 
@@ -224,6 +367,11 @@ class OrganizationRegistryWorkflow:
             f"{len(registry.agent_cards)} Agent Cards · "
             f"{len(registry.session_epochs)} agents with sessions · "
             f"{len(self._subscribers)} subscribed Group Authorities"
+            + (
+                f"  \n{self._refusals.total} forged or malformed messages refused"
+                if self._refusals.total
+                else ""
+            )
         )
 
     def _has_undelivered_notices(self) -> bool:
@@ -231,6 +379,8 @@ class OrganizationRegistryWorkflow:
         return any(sent < revision for sent in self._subscribers.values())
 
     def _time_to_continue_as_new(self) -> bool:
+        if not self._sealed and self._inbound:
+            return True  # a sealed message came: the next run opens it (and seals notices)
         info = workflow.info()
         limit = self._input.continue_as_new_after_events
         if limit is not None and info.get_current_history_length() >= limit:
@@ -240,6 +390,8 @@ class OrganizationRegistryWorkflow:
     async def _deliver_notices(self) -> None:
         notice = self._registry.notice().to_json()
         revision = self._registry.revision
+        if self._sealed:
+            notice = await self._sealed_notice_of(notice, revision)
         targets = [wid for wid, sent in self._subscribers.items() if sent < revision]
         outcomes = await asyncio.gather(
             *(self._signal(wid, notice) for wid in targets), return_exceptions=True
@@ -267,8 +419,21 @@ class OrganizationRegistryWorkflow:
             registry_service_binding=self._input.registry_service_binding,
             session_authorities=self._input.session_authorities,
             continue_as_new_after_events=self._input.continue_as_new_after_events,
-            state={"registry": self._registry.to_json(), "subscribers": self._subscribers},
+            state={
+                "registry": self._registry.to_json(),
+                "subscribers": self._subscribers,
+                "sealedSubscribers": sorted(self._sealed_subscribers),
+                "inbound": [list(m) for m in self._inbound],
+                "refusals": self._refusals.to_json(),
+            },
         )
+
+
+_MESSAGE_TYPES = {
+    SIGNAL_SUBSCRIBE: REGISTRY_SUBSCRIBE,
+    SIGNAL_UNSUBSCRIBE: REGISTRY_UNSUBSCRIBE,
+    SIGNAL_MISSION_APPROVED: MISSION_APPROVED,
+}
 
 
 def _is_not_found(error: BaseException) -> bool:

@@ -15,6 +15,10 @@ old commands for histories recorded before the change. The life of a patch:
 3. **Removed.** Once no run that started before the deprecation is open, delete the call and
    this entry; drop recorded histories older than the deprecation from ``tests/histories``.
 
+A change that only a new input field turns on (absent from every earlier history) and that
+issues no new command is versioned by that field instead: WorkItemWorkflow opens its
+transitions only when its start input carries ``trusted_key``.
+
 ``tests/workflows/test_patches.py`` checks that this list and the calls in workflow code
 agree, and that each live patch is needed: replaying the recorded histories from before it
 with its check removed must fail.
@@ -42,12 +46,6 @@ MISSION_SEALED_MESSAGES = Patch(
     "reports, parent closures, approval notices, WorkItem transitions and timers); Commands "
     "are decided under the door rules of issue 12 (AuthorityContext.rules)",
 )
-WORK_ITEM_SEALED_MESSAGES = Patch(
-    "work-item-sealed-messages",
-    "2026-12-01",
-    "WorkItemWorkflow",
-    "transitions are opened before use and timer reports are sealed",
-)
 REGISTRY_SEALED_MESSAGES = Patch(
     "registry-sealed-messages",
     "2026-12-01",
@@ -64,7 +62,6 @@ AGENT_SEALED_SIGNALS = Patch(
 # Oldest first.
 PATCHES: tuple[Patch, ...] = (
     MISSION_SEALED_MESSAGES,
-    WORK_ITEM_SEALED_MESSAGES,
     REGISTRY_SEALED_MESSAGES,
     AGENT_SEALED_SIGNALS,
 )

@@ -10,6 +10,10 @@ reports are harmless: each timer carries the token of the grant it belongs to, a
 Authority ignores tokens that are no longer current. The child ends when its item reaches a
 terminal state, with the item's full final view as its result: the Mission keeps only a short
 record of a settled item, so this result is where clients (and the Temporal UI) read it.
+
+Anyone who reaches the namespace can signal this workflow, so a transition is a sealed message
+(:mod:`mwp.contracts.messages`) opened against the key its start input names; anything else is
+refused, counted in the details and the ``refused_messages`` query, and changes nothing.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
+from mwp.contracts.messages import WORK_ITEM_TRANSITION
 from mwp.contracts.mission import SIGNAL_TIMER_FIRED
 from mwp.contracts.names import CAPABILITY, MISSION_ID, OWNER, WORK_ITEM_ID, WORK_ITEM_STATE
 from mwp.contracts.work_item import (
+    QUERY_REFUSED_MESSAGES,
     QUERY_TIMERS,
     QUERY_WORK_ITEM,
     SIGNAL_TRANSITION,
@@ -30,7 +36,13 @@ from mwp.contracts.work_item import (
     WorkItemInput,
 )
 from mwp.core.kinds import FINAL_WORK_STATES
-from mwp.core.wire.values import instant_to_datetime, parse_timestamp
+from mwp.core.trust.service_message import (
+    MessageRefusedError,
+    RefusalRecord,
+    TrustedKey,
+    open_sealed,
+)
+from mwp.core.wire.values import format_utc, instant_to_datetime, parse_timestamp
 
 
 def _due(timer: dict[str, str]) -> datetime:
@@ -48,6 +60,8 @@ class WorkItemWorkflow:
         self._reported: set[tuple[str, str]] = set()
         self._changed = False
         self._attributes = dict(input.search_attributes)
+        self._trusted = TrustedKey.from_binding(input.trusted_key) if input.trusted_key else None
+        self._refusals = RefusalRecord.from_json(input.refusals)
 
     @workflow.run
     async def run(self, input: WorkItemInput) -> dict[str, Any]:
@@ -64,6 +78,8 @@ class WorkItemWorkflow:
                         [t for t in self._timers if (t["kind"], t["token"]) not in self._reported],
                         self._attributes,
                         self._final,
+                        trusted_key=input.trusted_key,
+                        refusals=self._refusals.to_json() if self._refusals.total else None,
                     )
                 )
             pending = [t for t in self._timers if (t["kind"], t["token"]) not in self._reported]
@@ -91,12 +107,53 @@ class WorkItemWorkflow:
         return self._final or self._view
 
     @workflow.signal(name=SIGNAL_TRANSITION)
-    def transition(self, update: dict[str, Any]) -> None:
-        self._view = update["view"]
-        self._final = update.get("final") or self._final
-        self._timers = list(update["timers"])
+    def transition(self, message: Any) -> None:
+        if self._trusted is None:
+            # Started by a Mission run from before sealing: taken as it comes, as before.
+            update = message["body"] if "signature" in message and "body" in message else message
+            self._apply(update["view"], update.get("final"), update["timers"], update)
+            return
+        try:
+            opened = open_sealed(
+                message,
+                self._trusted,
+                message_type=WORK_ITEM_TRANSITION,
+                recipient=workflow.info().workflow_id,
+                senders=frozenset({self._input.mission_workflow_id}),
+            )
+            view, final, timers = _transition(opened.body)
+            if view.get("revision", 0) < self._view.get("revision", 0):
+                # A replayed older transition: the Mission always sends the newest state.
+                raise MessageRefusedError("out-of-order")
+        except MessageRefusedError as exc:
+            self._refuse(exc.reason)
+            return
+        except (KeyError, TypeError, ValueError):
+            self._refuse("malformed")
+            return
+        self._apply(view, final, timers, opened.body)
+
+    def _apply(
+        self,
+        view: dict[str, Any],
+        final: dict[str, Any] | None,
+        timers: list[dict[str, str]],
+        update: dict[str, Any],
+    ) -> None:
+        self._view = view
+        self._final = final or self._final
+        self._timers = list(timers)
         self._changed = True
         self._publish(update.get("searchAttributes", {}))
+
+    def _refuse(self, reason: str) -> None:
+        self._refusals.add(WORK_ITEM_TRANSITION, reason, format_utc(workflow.now()))
+        workflow.logger.warning("refused a %s message: %s", WORK_ITEM_TRANSITION, reason)
+        self._show_details(self._attributes.get("Owner"))
+
+    @workflow.query(name=QUERY_REFUSED_MESSAGES)
+    def refused_messages(self) -> dict[str, Any]:
+        return self._refusals.to_json()
 
     @workflow.query(name=QUERY_WORK_ITEM)
     def work_item(self) -> dict[str, Any]:
@@ -122,5 +179,34 @@ class WorkItemWorkflow:
                 for name, key in keys.items()
             ]
         workflow.upsert_search_attributes(updates)
-        owner = attributes.get("Owner") or "no owner"
-        workflow.set_current_details(f"**{self._view.get('state')}** · {owner}")
+        self._show_details(attributes.get("Owner"))
+
+    def _show_details(self, owner: str | None) -> None:
+        refused = self._refusals.total
+        workflow.set_current_details(
+            f"**{self._view.get('state')}** · {owner or 'no owner'}"
+            + (f"  \n{refused} forged or malformed messages refused" if refused else "")
+        )
+
+
+def _transition(
+    body: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any] | None, list[dict[str, str]]]:
+    """The parts of an opened transition; KeyError/TypeError/ValueError if malformed."""
+    view, final, timers = body["view"], body.get("final"), body["timers"]
+    attributes = body.get("searchAttributes", {})
+    if not isinstance(view, dict) or not isinstance(view.get("state"), str):
+        raise TypeError("view")
+    if final is not None and not isinstance(final, dict):
+        raise TypeError("final")
+    if not isinstance(attributes, dict) or not all(isinstance(v, str) for v in attributes.values()):
+        raise TypeError("searchAttributes")
+    if not isinstance(timers, list):
+        raise TypeError("timers")
+    for timer in timers:
+        if not isinstance(timer, dict) or not all(
+            isinstance(timer[k], str) for k in ("kind", "token", "due_at")
+        ):
+            raise TypeError("timer")
+        parse_timestamp(timer["due_at"])
+    return view, final, timers

@@ -267,7 +267,7 @@ def _organization(args: argparse.Namespace, why: str) -> str:
 
 
 def _group_authority_identity(args: argparse.Namespace) -> Any:
-    from mwp.client.missions import group_authority
+    from mwp.contracts.messages import group_authority
     from mwp.log.keys import AuthorityKeyring
 
     organization_id = _organization(args, "no --key-name")

@@ -53,8 +53,8 @@ def _rebuild(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace) -> int:
     from mwp.client import connect
-    from mwp.client.missions import group_authority
     from mwp.client.state_dir import StateDirError, organization_id_of
+    from mwp.contracts.messages import group_authority
     from mwp.log.group_log import GroupEventLog
     from mwp.log.keys import AuthorityKeyring
     from mwp.log.rebuild import RebuildError, compare, rebuild

@@ -171,7 +171,7 @@ async def _init(args: argparse.Namespace) -> int:
             f"the registry of {organization_id} already runs with another registry service key; "
             f"its key file is not in {keys.directory}"
         )
-    from mwp.client.missions import group_authority
+    from mwp.contracts.messages import group_authority
     from mwp.log.keys import AuthorityKeyring, provision_group_authority
 
     keyring = AuthorityKeyring.in_state_dir(args.state_dir)

@@ -27,6 +27,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from mwp.client import ClientError, Identity, MwpClient, new_id, wire_text
 from mwp.contracts.errors import RemoteMwpError, raising_mwp_errors
+from mwp.contracts.messages import group_authority
 from mwp.contracts.mission import (
     MISSION_WORKFLOW_TYPE,
     QUERY_EPOCHS,
@@ -52,11 +53,6 @@ NOT_READY_ATTEMPTS = 10
 BACKPRESSURE_PATIENCE_SECONDS = 30.0
 
 T = TypeVar("T")
-
-
-def group_authority(organization_id: str) -> Principal:
-    """The Group Authority service Principal of an Organization (every Event's acceptedBy)."""
-    return Principal("service", f"{organization_id}:service:group-authority")
 
 
 def in_seconds(seconds: int) -> str:

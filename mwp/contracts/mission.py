@@ -19,6 +19,7 @@ QUERY_WORK_ITEM = "work_item"
 QUERY_SEQUENCE = "sequence"
 QUERY_EVENTS_THIS_RUN = "events_this_run"
 QUERY_RUN_NUMBER = "run_number"
+QUERY_REFUSED_MESSAGES = "refused_messages"  # what the workflow refused of the signals sent to it
 QUERY_MIRRORED_THROUGH = "mirrored_through"
 # From its WorkItem children, and between parent and child Missions.
 SIGNAL_TIMER_FIRED = "timer_fired"
@@ -48,6 +49,14 @@ class MissionInput:
     mirror_task_queue: str | None = None
     # Past this many bytes of packed continue-as-new snapshot the Group takes no new WorkItems.
     snapshot_capacity: int = 0  # 0: SNAPSHOT_CAPACITY
+    # Sealed messages (mwp.contracts.messages), set by the runs that seal. ``sealing``:
+    # ``{"legacyChildren": bool, "children": [child Mission IDs started sealing]}``; None on a
+    # Group's first run, or after a run from before sealing (whose children may be unsealed).
+    sealing: dict[str, Any] | None = None
+    # This child Mission's parent run does not seal (it started before the upgrade).
+    legacy_parent: bool = False
+    # The messages this Group refused (RefusalRecord JSON), kept across runs for operators.
+    refusals: dict[str, Any] | None = None
 
 
 # A Group's state travels as one continue-as-new input, and Temporal refuses payloads over

@@ -12,6 +12,7 @@ WORK_ITEM_WORKFLOW_TYPE = "WorkItemWorkflow"
 SIGNAL_TRANSITION = "transition"
 QUERY_WORK_ITEM = "work_item"
 QUERY_TIMERS = "timers"
+QUERY_REFUSED_MESSAGES = "refused_messages"
 
 
 @dataclass
@@ -23,6 +24,12 @@ class WorkItemInput:
     timers: list[dict[str, str]] = field(default_factory=list)
     search_attributes: dict[str, str] = field(default_factory=dict)
     final: dict[str, Any] | None = None  # the full view, once the item settled
+    # The binding that seals this child's transitions (mwp.contracts.messages), set by a
+    # Mission run that seals them; None from a run before sealing, whose transitions are
+    # taken as they come. Versioned by this input, not by a patch: no history before it
+    # holds one, and opening a message issues no command.
+    trusted_key: dict[str, Any] | None = None
+    refusals: dict[str, Any] | None = None  # RefusalRecord JSON, kept across runs
 
 
 def work_item_workflow_id(mission_id: str, work_item_id: str) -> str:

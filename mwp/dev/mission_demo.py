@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from mwp.client import Identity, KeyStore, MwpClient, new_id, utc_now
-from mwp.client.missions import MissionClient, MissionHandle, group_authority, in_seconds
+from mwp.client.missions import MissionClient, MissionHandle, in_seconds
+from mwp.contracts.messages import group_authority
 from mwp.contracts.mission import QUERY_MIRRORED_THROUGH
 from mwp.core.trust.registry import Principal, RegistryEvidence
 from mwp.dev.scenario import (

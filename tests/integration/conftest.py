@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from mwp.client import Identity, MwpClient, OrganizationRegistryClient, connect
-from mwp.client.missions import group_authority
+from mwp.contracts.messages import group_authority
 from mwp.core.trust.registry import Principal
 from mwp.dev.stack import BackgroundStack, StackConfig, free_port
 from mwp.log.keys import AuthorityKeyring, provision_group_authority
@@ -128,10 +128,16 @@ async def authority_worker_on(
     """A worker for test-only workflows on a private task queue, configured like the product's."""
     from temporalio.worker import Worker
 
+    from mwp.activities.seal import ServiceSealer
     from mwp.workers.plugin import MwpPlugin
 
     queue = task_queue or f"mwp-test-{uuid.uuid4().hex[:8]}"
+    sealer = ServiceSealer(stack_keyring())
     async with Worker(
-        client.temporal, task_queue=queue, workflows=workflows, plugins=[MwpPlugin()]
+        client.temporal,
+        task_queue=queue,
+        workflows=workflows,
+        activities=sealer.activities,
+        plugins=[MwpPlugin()],
     ):
         yield queue

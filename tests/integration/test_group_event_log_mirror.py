@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mwp.client import MwpClient
-from mwp.client.missions import group_authority
+from mwp.contracts.messages import group_authority
 from mwp.dev.seaweed import SeaweedS3Server
 from mwp.dev.stack import BackgroundStack
 from mwp.log.group_log import GroupEventLog

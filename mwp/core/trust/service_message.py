@@ -99,9 +99,9 @@ def open_sealed(
     (and, if ``senders`` is given, from one of them); its content, or :class:`MessageRefusedError`.
     """
     if not isinstance(value, dict):
-        raise MessageRefusedError("not-a-sealed-message")
+        raise MessageRefusedError("unsealed")
     if set(value) != _MEMBERS or value.get("format") != FORMAT:
-        raise MessageRefusedError("not-a-sealed-message")
+        raise MessageRefusedError("unsealed")
     signature = value["signature"]
     if (
         not isinstance(signature, dict)

@@ -1,0 +1,53 @@
+"""Sealed messages between the authority zone's workflows: their types, and the two local
+activities that give a workflow its trusted key and seal what it sends.
+
+Every workflow-to-workflow signal of the authority zone (a Registry notice, a child Mission's
+report, a parent's closure, an approval notice, a WorkItem transition, a registry
+subscription) carries a document sealed with the Organization's Group Authority key
+(:mod:`mwp.core.trust.service_message`). The authority worker holds that key and seals; the
+receiving workflow opens the document against the binding the same worker reports. A timer
+report needs no seal: the Authority acts on it only if the timer it names is current and due.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mwp.contracts.organization import organization_workflow_id
+from mwp.core.trust.registry import Principal
+
+# Message types (the document's ``type``).
+REGISTRY_NOTICE = "registry-notice"  # registry -> every subscribed Mission
+REGISTRY_SUBSCRIBE = "registry-subscribe"  # a Mission (from) -> its registry
+REGISTRY_UNSUBSCRIBE = "registry-unsubscribe"
+MISSION_APPROVED = "mission-approved"  # a root Mission -> its registry
+CHILD_SETTLED = "child-settled"  # a child Mission -> its parent
+PARENT_CLOSED = "parent-closed"  # a parent Mission -> a child it abandoned
+WORK_ITEM_TRANSITION = "work-item-transition"  # a Mission -> a WorkItem child
+
+# The local activities (activities/seal.py), run by the authority worker.
+SERVICE_KEY = "service_key"
+SEAL_MESSAGE = "seal_message"
+
+
+@dataclass
+class SealRequest:
+    signer_id: str  # the service Principal whose key seals
+    message_type: str
+    sender: str  # workflow IDs
+    recipient: str
+    sent_at: str
+    body: dict[str, Any]
+
+
+def group_authority(organization_id: str) -> Principal:
+    """The Organization's Group Authority service: it accepts every Event (``acceptedBy``) and
+    seals the messages between the Organization's workflows."""
+    return Principal("service", f"{organization_id}:service:group-authority")
+
+
+def registry_subscribers(organization_id: str) -> str:
+    """The recipient of a Registry notice: every subscriber of the registry at once (a notice
+    is sealed once per revision; shown to another subscriber, it says nothing new)."""
+    return f"{organization_workflow_id(organization_id)}/subscribers"
