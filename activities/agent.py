@@ -5,6 +5,8 @@
 * ``run_capability``: one leased run of the capability (:class:`LeasedExecution`), its
   Commands signed with the agent's key under the worker's Session Epoch; heartbeats while it
   runs, so a dead worker is noticed; preemption requests are read from the AgentWorkflow.
+* ``signing_key`` (a local activity of the AgentWorkflow): the binding of the agent's key this
+  process holds, against which the workflow opens its sealed signals.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 
 from mwp.agent.declaration import Agent
 from mwp.agent.execution import LeasedExecution, refusal
@@ -24,6 +27,7 @@ from mwp.contracts.agent import (
     ACCEPT_OFFER,
     DISCLOSE_SCHEDULE,
     RUN_CAPABILITY,
+    SIGNING_KEY,
     ExecutionOrder,
     ExecutionOutcome,
     OfferAcceptance,
@@ -99,6 +103,17 @@ class AgentActivities:
     @property
     def temporal(self) -> Client:
         return self.client.temporal
+
+    @activity.defn(name=SIGNING_KEY)
+    async def signing_key(self, agent_id: str) -> Json:
+        """The public binding of the key this process seals the agent's signals with. A worker
+        of another agent on this queue is a misconfiguration: the workflow waits (retries)
+        until the right one serves it, rather than trust another agent's key."""
+        if agent_id != self.agent.agent_id:
+            raise ApplicationError(
+                f"this worker holds {self.agent.agent_id}'s key, not {agent_id}'s"
+            )
+        return self.agent.identity.binding()
 
     @activity.defn(name=ACCEPT_OFFER)
     async def accept_offer(self, acceptance: OfferAcceptance) -> Json:

@@ -27,17 +27,20 @@ from temporalio.worker import Worker
 from mwp.agent.declaration import Agent
 from mwp.agent.inbox import GroupInboxes
 from mwp.agent.ledger import ToolLedger
+from mwp.agent.signals import SchedulerSignals
 from mwp.client import KeyStore, MwpClient, OrganizationRegistryClient, connect
-from mwp.client.missions import group_authority
 from mwp.client.state_dir import StateDirError
 from mwp.client.state_dir import organization_id_of as state_dir_organization
 from mwp.contracts.agent import (
     QUERY_CURSORS,
     SIGNAL_DELIVER,
     SIGNAL_SESSION,
+    Delivery,
+    SessionChange,
     agent_task_queue,
     agent_workflow_id,
 )
+from mwp.contracts.messages import group_authority
 from mwp.stores.objects import ObjectStore, S3ObjectStore, open_store
 from mwp.workers.plugin import MwpPlugin
 
@@ -137,7 +140,12 @@ def build_agent_worker(
     workflows: list[type] = []
     if runtime is not None:
         agents = AgentActivities(agent, runtime, ledger.store, card_version)
-        activities += [agents.accept_offer, agents.run_capability, agents.disclose_schedule]
+        activities += [
+            agents.accept_offer,
+            agents.run_capability,
+            agents.disclose_schedule,
+            agents.signing_key,
+        ]
         workflows.append(AgentWorkflow)
     options.setdefault("max_concurrent_activities", max(8, 4 * agent.max_concurrency))
     return Worker(
@@ -170,7 +178,8 @@ def agent_input(agent: Agent, card_version: int, session_epoch: int, **options: 
 async def start_scheduler(
     client: Client, agent: Agent, card_version: int, session_epoch: int, **options: Any
 ) -> None:
-    """Start the agent's AgentWorkflow, or tell the running one about the new Session."""
+    """Start the agent's AgentWorkflow, or tell the running one about the new Session (sealed
+    with the agent's key, as every signal to it)."""
     from mwp.workflows.agent import AgentWorkflow
 
     await client.start_workflow(
@@ -179,22 +188,24 @@ async def start_scheduler(
         id=agent_workflow_id(agent.agent_id),
         task_queue=agent_task_queue(agent.agent_id),
         start_signal=SIGNAL_SESSION,
-        start_signal_args=[session_epoch],
+        start_signal_args=[SchedulerSignals(agent.identity).sealed(SessionChange(session_epoch))],
     )
 
 
 def scheduler_inboxes(
     client: MwpClient, registry: OrganizationRegistryClient, agent: Agent, store: ObjectStore
 ) -> GroupInboxes:
-    """The agent's Group inboxes, feeding its AgentWorkflow."""
+    """The agent's Group inboxes, feeding its AgentWorkflow (each batch sealed with the
+    agent's key)."""
     handle = client.temporal.get_workflow_handle(agent_workflow_id(agent.agent_id))
+    signals = SchedulerSignals(agent.identity)
 
     async def cursors() -> dict[str, Any]:
         value: dict[str, Any] = await handle.query(QUERY_CURSORS)
         return value
 
     async def deliver(batch: dict[str, Any]) -> None:
-        await handle.signal(SIGNAL_DELIVER, batch)
+        await handle.signal(SIGNAL_DELIVER, signals.sealed(Delivery.from_body(batch)))
 
     authority = group_authority(registry.organization_id)
     return GroupInboxes(

@@ -20,6 +20,12 @@ resumes from that checkpoint.
 State is a projection: to continue as new it first drains (no new run or Command starts; those
 in flight finish), then the new run starts from empty queues and the inboxes replay the Group
 logs from the start (the Cursors reset), which rebuilds the same queues.
+
+Every signal is a message sealed with the agent's own key (:mod:`mwp.agent.signals`): anyone
+who reaches the namespace can send a signal, so a forged, misaddressed, replayed or malformed
+one is refused, logged (type and reason, never content) and counted in the details and the
+``status`` query, and changes nothing. The trust anchor is fetched per run, see
+:meth:`AgentWorkflow._fetch_anchor`.
 """
 
 from __future__ import annotations
@@ -45,11 +51,16 @@ from mwp.contracts.agent import (
     SIGNAL_PREEMPT,
     SIGNAL_SESSION,
     SIGNAL_SET_POLICY,
+    SIGNING_KEY,
     AgentInput,
+    Delivery,
     ExecutionOrder,
     ExecutionOutcome,
     OfferAcceptance,
+    PolicyChange,
+    PreemptionRequest,
     ScheduleUpdate,
+    SessionChange,
 )
 from mwp.core.scheduler import (
     AgentProfile,
@@ -60,9 +71,18 @@ from mwp.core.scheduler import (
 )
 from mwp.core.scheduler.clock import seconds
 from mwp.core.scheduler.group_queue import snapshot_json
-from mwp.core.wire.values import format_utc
+from mwp.core.trust.service_message import (
+    FORMAT,
+    MessageRefusedError,
+    RefusalRecord,
+    TrustedKey,
+    open_sealed,
+)
+from mwp.core.wire.values import Instant, ValueRuleError, format_utc, parse_timestamp
+from mwp.workflows import patches
 
 Json = dict[str, Any]
+Message = Delivery | SessionChange | PreemptionRequest | PolicyChange
 
 # An owner Command (acceptance, disclosure) is one signed Update; a restarted worker retries it.
 OWNER_COMMAND_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=20)
@@ -71,6 +91,12 @@ OWNER_COMMAND_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum
 # while the Session is unchanged.
 RUN_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=3)
 KEPT_RECORDS = 200
+# A preemption request older (or newer) than this, by the workflow's clock, is refused: a
+# replayed one cannot stop the same item again later. Within it, each item's requests must
+# come in ``sentAt`` order.
+PREEMPT_WINDOW = timedelta(minutes=10)
+# Messages kept while the trust anchor is fetched; more are refused (the inbox resends).
+MAX_HELD = 1000
 
 
 @workflow.defn(name=AGENT_WORKFLOW_TYPE)
@@ -104,15 +130,24 @@ class AgentWorkflow:
         self._draining = False  # rolling over: nothing new starts
         self._decisions: list[Json] = []  # admissions, newest last (bounded)
         self._outcomes: list[Json] = []  # run outcomes, newest last (bounded)
+        self._refused = RefusalRecord.from_json(input.refused_signals)
+        self._anchor: TrustedKey | None = None  # the agent's key, once this run has fetched it
+        # Sealed messages that wait for the anchor to be fetched, in arrival order.
+        self._held: list[tuple[type[Message], tuple[Any, ...]]] = []
+        self._preempts: dict[tuple[str, str], Instant] = {}  # last request per item, this run
 
     # --- the loop ------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, input: AgentInput) -> None:
+        if self._sealed():
+            await self._fetch_anchor()
         rounds = 0
         while True:
             await workflow.wait_condition(lambda: self._dirty)
             self._dirty = False
+            if self._held:  # a message under a key this run does not know: ask again
+                await self._fetch_anchor()
             rounds += 1
             if not self._draining and (
                 workflow.info().is_continue_as_new_suggested() or 0 < input.rounds_per_run <= rounds
@@ -128,9 +163,11 @@ class AgentWorkflow:
             self._show()
             if self._draining and not self._in_flight_work():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                if not self._in_flight_work():
+                if not self._in_flight_work() and not self._held:
                     self._input.session_epoch = self._session_epoch
                     self._input.mean_duration_seconds = self._scheduler.mean_duration
+                    if self._refused.total:
+                        self._input.refused_signals = self._refused.to_json()
                     workflow.continue_as_new(self._input)
 
     def _show(self) -> None:
@@ -141,6 +178,8 @@ class AgentWorkflow:
             f"{s.queued_total()} queued · {len(self._missions)} Groups · "
             f"Session {self._session_epoch}"
         )
+        if self._refused.total:
+            details += f" · {self._refused.total} signals refused"
         if details != self._details:
             self._details = details
             workflow.set_current_details(details)
@@ -286,21 +325,170 @@ class AgentWorkflow:
         )
 
     # --- signals -------------------------------------------------------------------------
+    # Each handler takes its arguments untyped (``*args``): a payload of any shape reaches
+    # the handler to be refused and counted, instead of failing the task or being dropped by
+    # the payload converter unseen.
 
     @workflow.signal(name=SIGNAL_DELIVER)
-    def deliver(self, batch: Json) -> None:
+    def deliver(self, *args: Any) -> None:
         """One Group's next verified Events (slimmed by the inbox) and the Cursor after them,
         read after ``held``: a batch that does not continue this run's Cursor (read before a
-        rollover, or redelivered) is ignored, and the inbox feeds this run from its own."""
-        group_id = batch["groupId"]
-        if batch.get("held") != self._cursors.get(group_id):
+        rollover, or redelivered) is ignored, and the inbox feeds this run from its own.
+        Replayed, a batch applies only where its Events follow in the log: the same Events."""
+        self._receive(Delivery, args)
+
+    @workflow.signal(name=SIGNAL_SESSION)
+    def session(self, *args: Any) -> None:
+        """The agent worker opened a new Session: later runs act under it (monotonic, so a
+        replayed older one changes nothing)."""
+        self._receive(SessionChange, args)
+
+    @workflow.signal(name=SIGNAL_PREEMPT)
+    def preempt(self, *args: Any) -> None:
+        """Ask a running item to stop at its next safe checkpoint."""
+        self._receive(PreemptionRequest, args)
+
+    @workflow.signal(name=SIGNAL_SET_POLICY)
+    def set_policy(self, *args: Any) -> None:
+        """Organization priority (weight) or quota of a Group changed: queued work reorders at
+        once; running work over a lowered quota is asked to preempt at its next checkpoint."""
+        self._receive(PolicyChange, args)
+
+    def _sealed(self) -> bool:
+        """Whether this run opens sealed signals (runs begun before the patch do not)."""
+        return workflow.patched(patches.AGENT_SEALED_SIGNALS.id)
+
+    async def _fetch_anchor(self) -> None:
+        """Learn the agent's key from the worker hosting this run, then open what waited.
+
+        The anchor is the binding of the key the agent worker process holds (the
+        ``signing_key`` local activity runs in that process), not the start input or a
+        signal, which anyone reaching the namespace can set. Every run fetches it anew (the
+        input is carried across continue-as-new, the anchor is not), and so does a run that
+        receives a message under a key it does not know, so a rotated key is trusted at once.
+        """
+        binding: Json = await workflow.execute_local_activity(
+            SIGNING_KEY,
+            self._input.agent_id,
+            result_type=dict,
+            start_to_close_timeout=timedelta(seconds=10),
+            summary="the agent's signing key",
+        )
+        self._anchor = TrustedKey.from_binding(binding)
+        held, self._held = self._held, []
+        for message, args in held:
+            self._open(message, args, may_ask_again=False)
+
+    def _receive(self, message: type[Message], args: tuple[Any, ...]) -> None:
+        if not self._sealed():
+            if _sealed_form(args):
+                # An upgraded sender: roll over, so that the next run opens its messages.
+                self._draining = self._dirty = True
+            self._guarded(message.MESSAGE, lambda: self._apply(_legacy(message, args)))
+        elif self._anchor is None or self._held:
+            self._hold(message, args)  # in arrival order, behind those already waiting
+        else:
+            self._open(message, args, may_ask_again=True)
+
+    def _hold(self, message: type[Message], args: tuple[Any, ...]) -> None:
+        if len(self._held) >= MAX_HELD:
+            self._refuse(message.MESSAGE, "too-many-waiting")
+            return
+        self._held.append((message, args))
+        self._dirty = True
+
+    def _open(self, message: type[Message], args: tuple[Any, ...], *, may_ask_again: bool) -> None:
+        """Open, check and apply one sealed message, or refuse it; never raise."""
+        anchor = self._anchor
+        assert anchor is not None
+        try:
+            if len(args) != 1:
+                raise MessageRefusedError("unsealed")
+            sealed = open_sealed(
+                args[0],
+                anchor,
+                message_type=message.MESSAGE,
+                recipient=workflow.info().workflow_id,
+                senders=frozenset({self._input.agent_id}),
+            )
+            opened = message.from_body(sealed.body)
+            self._check_order(opened, _instant_of(sealed.sent_at))
+            if isinstance(opened, PolicyChange):
+                self._input.policy_sent_at[opened.group_id] = sealed.sent_at
+            self._apply(opened)
+        except MessageRefusedError as refused:
+            if refused.reason == "untrusted-key" and may_ask_again:
+                self._hold(message, args)  # the agent's key may have been rotated: ask again
+            else:
+                self._refuse(message.MESSAGE, refused.reason)
+        except Exception as exc:  # authentic and well-formed, not applicable: never fail the task
+            workflow.logger.warning("%s signal raised %s", message.MESSAGE, type(exc).__name__)
+            self._refuse(message.MESSAGE, "not-applicable")
+
+    def _guarded(self, message_type: str, apply: Callable[[], None]) -> None:
+        """A run begun before the patch applies a message as it did (unsealed, or a sealed one
+        from an upgraded sender, unverified: its Session must reach the next run); one of the
+        wrong shape is refused."""
+        try:
+            apply()
+        except MessageRefusedError as refused:
+            self._refuse(message_type, refused.reason)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            self._refuse(message_type, "malformed")
+
+    def _refuse(self, message_type: str, reason: str) -> None:
+        workflow.logger.warning("refused %s signal: %s", message_type, reason)
+        self._refused.add(message_type, reason, self._now())
+        self._show()
+
+    def _check_order(self, message: Message, sent_at: Instant) -> None:
+        """Refuse a replayed preemption or policy change (anyone who can read this history
+        can resend a sealed message). A replayed delivery applies only where its Events
+        follow in the log, so it brings the same Events; a Session only ever rises."""
+        if isinstance(message, PreemptionRequest):
+            self._check_preemption(message, sent_at)
+        elif isinstance(message, PolicyChange):
+            # Later than the Group's last policy (kept across runs), or it would undo it.
+            last = self._input.policy_sent_at.get(message.group_id)
+            if last is not None and sent_at <= _instant_of(last):
+                raise MessageRefusedError("replayed")
+
+    def _check_preemption(self, request: PreemptionRequest, sent_at: Instant) -> None:
+        """Fresh, and later than the item's last request in this run: a replay can stop an
+        item again only within the window, and only once a run has rolled over."""
+        now = workflow.now()
+        oldest = _instant_of(format_utc(now - PREEMPT_WINDOW))
+        if not oldest <= sent_at <= _instant_of(format_utc(now + PREEMPT_WINDOW)):
+            raise MessageRefusedError("out-of-window")
+        key = (request.group_id, request.work_item_id)
+        last = self._preempts.get(key)
+        if last is not None and sent_at <= last:
+            raise MessageRefusedError("replayed")
+        self._preempts = {k: t for k, t in self._preempts.items() if t >= oldest}
+        self._preempts[key] = sent_at
+
+    def _apply(self, message: Message) -> None:
+        if isinstance(message, Delivery):
+            self._deliver(message)
+        elif isinstance(message, SessionChange):
+            self._session_epoch = max(self._session_epoch, message.session_epoch)
+            self._dirty = True
+        elif isinstance(message, PreemptionRequest):
+            if message.group_id in self._missions:
+                self._scheduler.request_preemption(message.group_id, message.work_item_id)
+        else:
+            self._set_policy(message)
+
+    def _deliver(self, batch: Delivery) -> None:
+        group_id = batch.group_id
+        if batch.held != self._cursors.get(group_id):
             return
         if group_id not in self._missions:
-            if not batch["missionId"]:
+            if not batch.mission_id:
                 return  # the founding Event comes first; the inbox resends from the Cursor
-            self._missions[group_id] = batch["missionId"]
-            self._scheduler.join_group(group_id, batch["missionId"], self._policy(group_id))
-        for event in batch["events"]:
+            self._missions[group_id] = batch.mission_id
+            self._scheduler.join_group(group_id, batch.mission_id, self._policy(group_id))
+        for event in batch.events:
             change = self._scheduler.apply(group_id, event)
             if (
                 change is not None
@@ -308,32 +496,18 @@ class AgentWorkflow:
                 and event["kind"] == "work.offer.created"
             ):
                 self._admissions.append((group_id, change.work_item_id))
-        self._cursors[group_id] = batch["cursor"]
-        if batch["events"]:
+        self._cursors[group_id] = batch.cursor
+        if batch.events:
             self._touched.add(group_id)
         self._dirty = True
 
-    @workflow.signal(name=SIGNAL_SESSION)
-    def session(self, session_epoch: int) -> None:
-        """The agent worker opened a new Session: later runs act under it."""
-        self._session_epoch = max(self._session_epoch, session_epoch)
-        self._dirty = True
-
-    @workflow.signal(name=SIGNAL_PREEMPT)
-    def preempt(self, group_id: str, work_item_id: str) -> None:
-        """Ask a running item to stop at its next safe checkpoint."""
-        if group_id in self._missions:
-            self._scheduler.request_preemption(group_id, work_item_id)
-
-    @workflow.signal(name=SIGNAL_SET_POLICY)
-    def set_policy(self, group_id: str, weight: int, quota: int | None = None) -> None:
-        """Organization priority (weight) or quota of a Group changed: queued work reorders at
-        once; running work over a lowered quota is asked to preempt at its next checkpoint."""
-        self._input.weights[group_id] = weight
-        if quota is None:
+    def _set_policy(self, change: PolicyChange) -> None:
+        group_id = change.group_id
+        self._input.weights[group_id] = change.weight
+        if change.quota is None:
             self._input.quotas.pop(group_id, None)
         else:
-            self._input.quotas[group_id] = quota
+            self._input.quotas[group_id] = change.quota
         if group_id not in self._missions:
             return
         self._scheduler.set_policy(group_id, self._policy(group_id))
@@ -384,9 +558,44 @@ class AgentWorkflow:
             "scheduleDisclosures": self.disclosures,
             "decisions": self._decisions,
             "outcomes": self._outcomes,
+            "refusedSignals": self._refused.to_json(),
         }
 
 
 def _keep(records: list[Json], record: Json) -> None:
     records.append(record)
     del records[:-KEPT_RECORDS]
+
+
+def _instant_of(text: str) -> Instant:
+    try:
+        return parse_timestamp(text).instant
+    except ValueRuleError:
+        raise MessageRefusedError("malformed") from None
+
+
+def _sealed_form(args: tuple[Any, ...]) -> bool:
+    return len(args) == 1 and isinstance(args[0], dict) and args[0].get("format") == FORMAT
+
+
+def _legacy(message: type[Message], args: tuple[Any, ...]) -> Message:
+    """The message of a signal as senders before the patch sent it (positional arguments),
+    or the body of a sealed one from an upgraded sender, unverified as before."""
+    if _sealed_form(args):
+        return message.from_body(args[0]["body"])
+    if message is Delivery:
+        (batch,) = args
+        return Delivery(
+            batch["groupId"],
+            batch.get("missionId", ""),
+            batch.get("events", []),
+            batch.get("held"),
+            batch.get("cursor"),
+        )
+    if message is SessionChange:
+        (epoch,) = args
+        return SessionChange(int(epoch))
+    if message is PreemptionRequest:
+        group_id, work_item_id = args
+        return PreemptionRequest(group_id, work_item_id)
+    return PolicyChange(*args)

@@ -33,6 +33,7 @@ from mwp.agent.progress import (
     progress_command,
     submit_command,
 )
+from mwp.agent.signals import SchedulerSignals
 from mwp.core.idempotency import attempt_key, tool_key
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "OwnerCommand",
     "Preempted",
     "Progress",
+    "SchedulerSignals",
     "SchemaRef",
     "Submission",
     "ToolLedger",

@@ -13,6 +13,10 @@ under Execution Leases; its tools run once per idempotency key. The registry ser
 from ``<state>/keys/`` as `mwp registry init` left it. ``--store`` is the Organization's object
 store the Group logs are mirrored to (also holding Artifacts, checkpoints and the tool ledger):
 ``<state>/objects`` unless it names a folder or ``s3://bucket/prefix``.
+
+``preempt`` and ``weight`` signal the AgentWorkflow, which acts only on messages sealed with
+the agent's own key: they use the agent's key file in ``<state>/keys/`` (``--key-name``, or
+the one whose principal is AGENT_ID, as `mwp registry add-agent` saved it).
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mwp.contracts.agent import QUERY_STATUS, SIGNAL_PREEMPT, SIGNAL_SET_POLICY
+from mwp.contracts.agent import QUERY_STATUS, PolicyChange, PreemptionRequest
+
+if TYPE_CHECKING:
+    from mwp.client import Identity
 
 
 def register(subparsers: Any) -> None:
@@ -59,7 +66,9 @@ def register(subparsers: Any) -> None:
     )
     run.set_defaults(handler=_run)
 
-    def scheduler_command(name: str, help_text: str) -> argparse.ArgumentParser:
+    def scheduler_command(
+        name: str, help_text: str, *, signs: bool = False
+    ) -> argparse.ArgumentParser:
         command: argparse.ArgumentParser = actions.add_parser(
             name, help=help_text, description=help_text
         )
@@ -68,16 +77,31 @@ def register(subparsers: Any) -> None:
             "--address", default="127.0.0.1:7233", help="Temporal address (default 127.0.0.1:7233)"
         )
         command.add_argument("--namespace", default="default", help="Temporal namespace")
+        if signs:
+            command.add_argument(
+                "--state-dir",
+                type=Path,
+                default=Path(".mwp"),
+                help="state folder with the agent's key in keys/ (default: ./.mwp)",
+            )
+            command.add_argument(
+                "--key-name",
+                help="the agent's key file in STATE/keys (default: the one of AGENT_ID)",
+            )
         return command
 
     status = scheduler_command("status", "show an agent's Scheduler: slots, queues, decisions")
     status.add_argument("--json", action="store_true", help="print the whole status as JSON")
     status.set_defaults(handler=_scheduler(_status))
-    preempt = scheduler_command("preempt", "ask a running WorkItem to stop at its next checkpoint")
+    preempt = scheduler_command(
+        "preempt", "ask a running WorkItem to stop at its next checkpoint", signs=True
+    )
     preempt.add_argument("group_id", metavar="GROUP")
     preempt.add_argument("work_item_id", metavar="WORK_ITEM")
     preempt.set_defaults(handler=_scheduler(_preempt))
-    weight = scheduler_command("weight", "set a Group's weight (and quota) for this agent")
+    weight = scheduler_command(
+        "weight", "set a Group's weight (and quota) for this agent", signs=True
+    )
     weight.add_argument("group_id", metavar="GROUP")
     weight.add_argument("weight", metavar="WEIGHT", type=int)
     weight.add_argument("--quota", type=int, help="most slots the Group may hold at once")
@@ -101,6 +125,9 @@ def _scheduler(action: Any) -> Any:
 
         try:
             return asyncio.run(go())
+        except AgentKeyError as exc:
+            print(f"mwp agent: {exc}", file=sys.stderr)
+            return 1
         except (RPCError, ClientError) as exc:
             print(
                 f"mwp agent: no Scheduler for {args.agent_id} (is `mwp agent run` serving it?): "
@@ -122,6 +149,10 @@ async def _status(handle: Any, args: argparse.Namespace) -> int:
     print(f"Slots         {running} of {slots} running, {queued} queued")
     disclosures = status["scheduleDisclosures"]
     print(f"Groups        {status['groups']}; schedule disclosures sent {disclosures}")
+    refused = status.get("refusedSignals", {})
+    if refused.get("total"):
+        counts = ", ".join(f"{k} {n}" for k, n in sorted(refused["counts"].items()))
+        print(f"Refused       {refused['total']} signals ({counts})")
     for group, count in sorted(status["served"].items()):
         print(f"  served {count:>5}  {group}")
     for decision in status["decisions"][-5:]:
@@ -132,8 +163,46 @@ async def _status(handle: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+class AgentKeyError(Exception):
+    """The agent's key file is missing or is another principal's."""
+
+
+def agent_key(state_dir: Path, agent_id: str, key_name: str | None = None) -> Identity:
+    """The agent's own key from ``state_dir``/keys: ``key_name``, else ``agent-<name>`` (as
+    `mwp registry add-agent` names it) or any key file whose principal is the agent."""
+    from mwp.client import ClientError, KeyStore
+    from mwp.core.trust.registry import Principal
+
+    keys = KeyStore.in_state_dir(state_dir)
+    wanted = Principal("agent", agent_id)
+    tail = agent_id.rsplit(":", 1)[-1]
+    names = [key_name] if key_name else sorted(keys.names(), key=lambda n: n != f"agent-{tail}")
+    for name in names:
+        try:
+            identity = keys.load(name)
+        except (ClientError, OSError, ValueError, KeyError) as exc:
+            if key_name:
+                raise AgentKeyError(f"cannot use key {key_name!r}: {exc}") from None
+            continue
+        if identity.principal == wanted:
+            return identity
+    if key_name:
+        raise AgentKeyError(f"key {key_name!r} is not {agent_id}'s")
+    raise AgentKeyError(
+        f"no key of {agent_id} in {keys.directory}: its Scheduler acts only on signals sealed "
+        "with the agent's own key (give --state-dir or --key-name)"
+    )
+
+
+async def _signal(handle: Any, args: argparse.Namespace, message: Any) -> None:
+    from mwp.agent.signals import SchedulerSignals
+
+    identity = agent_key(args.state_dir, args.agent_id, args.key_name)
+    await handle.signal(*SchedulerSignals(identity).signal(message))
+
+
 async def _preempt(handle: Any, args: argparse.Namespace) -> int:
-    await handle.signal(SIGNAL_PREEMPT, args=[args.group_id, args.work_item_id])
+    await _signal(handle, args, PreemptionRequest(args.group_id, args.work_item_id))
     print(f"preemption requested: {args.work_item_id} stops at its next checkpoint")
     return 0
 
@@ -142,7 +211,7 @@ async def _weight(handle: Any, args: argparse.Namespace) -> int:
     if args.weight < 1 or (args.quota is not None and args.quota < 0):
         print("mwp agent: WEIGHT must be 1 or more and --quota 0 or more", file=sys.stderr)
         return 2
-    await handle.signal(SIGNAL_SET_POLICY, args=[args.group_id, args.weight, args.quota])
+    await _signal(handle, args, PolicyChange(args.group_id, args.weight, args.quota))
     quota = "all slots" if args.quota is None else f"at most {args.quota} slots"
     print(f"{args.group_id}: weight {args.weight}, {quota}")
     return 0

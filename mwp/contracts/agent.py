@@ -8,16 +8,26 @@ registered tool's name and its JSON arguments. The agent worker's ``run_tool`` a
 (``activities/tools.py``) derives the idempotency key from the first four with
 :func:`mwp.core.idempotency.tool_key` (MWP-WRK-031), never from the Temporal activity ID,
 which differs across retries and repeats after continue-as-new.
+
+The AgentWorkflow's signals each carry one typed message (:class:`Delivery`,
+:class:`SessionChange`, :class:`PreemptionRequest`, :class:`PolicyChange`) sealed with the
+agent's own key (:mod:`mwp.core.trust.service_message`); ``from_body`` refuses a body of the
+wrong shape with :class:`~mwp.core.trust.service_message.MessageRefusedError` ``malformed``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from mwp.core.idempotency import tool_key
+from mwp.core.trust.service_message import MessageRefusedError
+from mwp.core.wire.values import is_safe_integer
+
+Json = dict[str, Any]
 
 AGENT_WORKFLOW_TYPE = "AgentWorkflow"
 # From the agent's Group inboxes: a Group's verified Events in order.
@@ -87,6 +97,8 @@ class ToolCall:
 ACCEPT_OFFER = "mwp.agent.accept_offer"
 RUN_CAPABILITY = "mwp.agent.run_capability"
 DISCLOSE_SCHEDULE = "mwp.agent.disclose_schedule"
+# A local activity of the AgentWorkflow: the binding of the key its signals are sealed with.
+SIGNING_KEY = "mwp.agent.signing_key"
 
 
 def agent_workflow_id(agent_id: str) -> str:
@@ -159,3 +171,151 @@ class AgentInput:
     # Continue as new after this many rounds of the loop as well as when Temporal suggests it
     # (0: only then); tests set a small number to see a rollover.
     rounds_per_run: int = 0
+    # Carried across continue-as-new: the ``sentAt`` of the last policy applied per Group (an
+    # older one is a replay) and the signals refused so far (a RefusalRecord's JSON).
+    policy_sent_at: dict[str, str] = field(default_factory=dict)
+    refused_signals: dict[str, Any] | None = None
+
+
+# --- the sealed signals ----------------------------------------------------------------------
+
+
+def _malformed() -> MessageRefusedError:
+    return MessageRefusedError("malformed")
+
+
+def _members(body: Mapping[str, Any], names: frozenset[str]) -> None:
+    if set(body) != names:
+        raise _malformed()
+
+
+def _text(body: Mapping[str, Any], name: str, *, empty: bool = False) -> str:
+    value = body[name]
+    if not isinstance(value, str) or (not value and not empty):
+        raise _malformed()
+    return value
+
+
+def _count(value: object, least: int) -> int:
+    if not isinstance(value, int) or not is_safe_integer(value) or value < least:
+        raise _malformed()
+    return value
+
+
+def _object(value: object) -> Json:
+    if not isinstance(value, dict):
+        raise _malformed()
+    return value
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """``deliver``: one Group's next verified Events (slimmed by the inbox) and the Cursor after
+    them, to apply only on top of ``held`` (the Cursor the Scheduler held when they were read).
+    """
+
+    MESSAGE: ClassVar[str] = "agent-deliver"
+    MEMBERS: ClassVar[frozenset[str]] = frozenset(
+        {"groupId", "missionId", "events", "held", "cursor"}
+    )
+
+    group_id: str
+    mission_id: str  # "" until the inbox has read the Group's founding Event
+    events: list[Json]
+    held: Json | None
+    cursor: Json
+
+    def body(self) -> Json:
+        return {
+            "groupId": self.group_id,
+            "missionId": self.mission_id,
+            "events": self.events,
+            "held": self.held,
+            "cursor": self.cursor,
+        }
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> Delivery:
+        _members(body, cls.MEMBERS)
+        events = body["events"]
+        if not isinstance(events, list) or not all(_is_event(e) for e in events):
+            raise _malformed()
+        held = body["held"]
+        return cls(
+            _text(body, "groupId"),
+            _text(body, "missionId", empty=True),
+            events,
+            None if held is None else _object(held),
+            _object(body["cursor"]),
+        )
+
+
+def _is_event(event: object) -> bool:
+    """The members the Scheduler reads of a slimmed Event, of the right types."""
+    return (
+        isinstance(event, dict)
+        and isinstance(event.get("kind"), str)
+        and is_safe_integer(event.get("sequence"))
+        and isinstance(event.get("payload"), dict)
+        and isinstance(event.get("workItemId"), str | None)
+    )
+
+
+@dataclass(frozen=True)
+class SessionChange:
+    """``session``: the agent worker opened this Session; later runs act under it."""
+
+    MESSAGE: ClassVar[str] = "agent-session"
+
+    session_epoch: int
+
+    def body(self) -> Json:
+        return {"sessionEpoch": self.session_epoch}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> SessionChange:
+        _members(body, frozenset({"sessionEpoch"}))
+        return cls(_count(body["sessionEpoch"], 0))
+
+
+@dataclass(frozen=True)
+class PreemptionRequest:
+    """``preempt``: stop this running item at its next safe checkpoint."""
+
+    MESSAGE: ClassVar[str] = "agent-preempt"
+
+    group_id: str
+    work_item_id: str
+
+    def body(self) -> Json:
+        return {"groupId": self.group_id, "workItemId": self.work_item_id}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> PreemptionRequest:
+        _members(body, frozenset({"groupId", "workItemId"}))
+        return cls(_text(body, "groupId"), _text(body, "workItemId"))
+
+
+@dataclass(frozen=True)
+class PolicyChange:
+    """``set_policy``: the Organization's weight (1 or more) of a Group for this agent, and its
+    quota of slots (``None``: all)."""
+
+    MESSAGE: ClassVar[str] = "agent-set-policy"
+
+    group_id: str
+    weight: int
+    quota: int | None = None
+
+    def body(self) -> Json:
+        return {"groupId": self.group_id, "weight": self.weight, "quota": self.quota}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> PolicyChange:
+        _members(body, frozenset({"groupId", "weight", "quota"}))
+        quota = body["quota"]
+        return cls(
+            _text(body, "groupId"),
+            _count(body["weight"], 1),
+            None if quota is None else _count(quota, 0),
+        )

@@ -23,11 +23,12 @@ import pytest
 from mwp.agent import Agent
 from mwp.agent.execution import LATE_RESULT_PREFIX
 from mwp.agent.ledger import ToolLedger
+from mwp.agent.signals import SchedulerSignals
 from mwp.cli import main
 from mwp.client import Identity, KeyStore, MwpClient, new_id
 from mwp.client.missions import in_seconds
 from mwp.client.state_dir import ORGANIZATION_FILE
-from mwp.contracts.agent import agent_task_queue, agent_workflow_id
+from mwp.contracts.agent import Delivery, PreemptionRequest, agent_task_queue, agent_workflow_id
 from mwp.core.errors import ErrorCode
 from mwp.core.group import OWNERSHIP_EXPIRED_KIND
 from mwp.core.group.execution_lease import LEASE_REVOKED_KIND
@@ -183,7 +184,8 @@ async def test_preempted_work_checkpoints_re_enters_its_queue_and_resumes_there(
 
         await eventually(held_after_first_checkpoint, timeout=30)
         handle = mwp_client.temporal.get_workflow_handle(agent_workflow_id(runtime.agent.agent_id))
-        await handle.signal("preempt", args=[rig.mission.group_id, item.work_item_id])
+        request = PreemptionRequest(rig.mission.group_id, item.work_item_id)
+        await handle.signal(*SchedulerSignals(runtime.identity).signal(request))
         (effects / "hold").unlink()  # the run goes on to its next safe point and stops there
         await wait_for_state(rig, item, "submitted")
 
@@ -272,7 +274,9 @@ async def test_a_rebuilt_scheduler_replays_the_group_logs_into_the_same_queues(
             ],
             "cursor": cursors[rig.mission.group_id],
         }
-        await scheduler.signal("deliver", stale)
+        await scheduler.signal(
+            *SchedulerSignals(runtime.identity).signal(Delivery.from_body(stale))
+        )
         assert await scheduler.query("cursors") == cursors  # the signal has been handled
         assert await caught_up() == before
 
@@ -701,6 +705,7 @@ async def test_the_scheduler_is_inspected_and_steered_from_the_command_line(
     mwp_client: MwpClient,
     temporal_stack: BackgroundStack,
     effects: Path,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     rig = await new_mission(mwp_client)
@@ -713,6 +718,10 @@ async def test_the_scheduler_is_inspected_and_steered_from_the_command_line(
 
     async with agent_runtime(rig) as runtime:
         agent_id = runtime.agent.agent_id
+        # The agent's key as `mwp registry add-agent` leaves it: preempt and weight seal with it.
+        keys = KeyStore.in_state_dir(tmp_path)
+        keys.save(f"agent-{agent_id.rsplit(':', 1)[-1]}", runtime.identity)
+        state = ("--state-dir", str(tmp_path))
         group = rig.mission.group_id
         item = await rig.authorize("Steered by hand")
         await rig.offer(item, runtime.identity)
@@ -722,16 +731,20 @@ async def test_the_scheduler_is_inspected_and_steered_from_the_command_line(
         # The Temporal UI shows the same at a glance (the workflow's current details).
         details = await current_details(mwp_client, agent_workflow_id(agent_id))
         assert details.startswith("**1 of 1 slots running**") and "1 Groups" in details
-        code, out, _ = await cli("agent", "preempt", agent_id, group, item.work_item_id)
+        code, _, err = await cli("agent", "preempt", agent_id, group, item.work_item_id)
+        assert code == 1 and "no key of" in err  # ./.mwp holds no key of this agent
+        code, out, _ = await cli("agent", "preempt", agent_id, group, item.work_item_id, *state)
         assert code == 0 and "next checkpoint" in out
         (effects / "hold").unlink()
         await wait_for_state(rig, item, "submitted")
         code, out, _ = await cli("agent", "status", agent_id, "--json")
         outcomes = [o["status"] for o in json.loads(out)["outcomes"]]
         assert code == 0 and outcomes == ["preempted", "submitted"]
-        code, out, _ = await cli("agent", "weight", agent_id, group, "4", "--quota", "1")
+        code, out, _ = await cli("agent", "weight", agent_id, group, "4", "--quota", "1", *state)
         assert code == 0 and "weight 4, at most 1 slots" in out
-        code, _, err = await cli("agent", "weight", agent_id, group, "0")
+        status = await scheduler_status(mwp_client, runtime.agent)
+        assert status["refusedSignals"]["total"] == 0  # both sealed with the agent's key
+        code, _, err = await cli("agent", "weight", agent_id, group, "0", *state)
         assert code == 2 and "WEIGHT" in err
     code, _, err = await cli("agent", "status", "urn:mwp:agent:nobody-runs-this")
     assert code == 1 and "no Scheduler" in err
