@@ -12,7 +12,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from mwp.client.identity import ClientError, Identity, agent_card, dev_capability, wire_text
+from mwp.client.identity import ClientError, Identity, agent_card, dev_capability
+from mwp.client.limits import command_wire, server_limits_as_mwp_errors
 from mwp.contracts.errors import raising_mwp_errors
 from mwp.contracts.names import AUTHORITY_TASK_QUEUE
 from mwp.contracts.organization import (
@@ -55,12 +56,14 @@ class MwpClient:
         """Send one signed Command to an Authority workflow; its result or a typed MwpError.
 
         The Update ID is the Command's signing hash: Temporal deduplicates a byte-equal retry
-        within a run, and the Authority's ``(actor, actionId)`` table does beyond it.
+        within a run, and the Authority's ``(actor, actionId)`` table does beyond it. A
+        Command over ``MAX_COMMAND_BYTES`` is refused here, unsent (``PROTOCOL_VIOLATION``).
         """
+        text = command_wire(command)
         handle = self.temporal.get_workflow_handle(workflow_id)
-        with _not_found_as(workflow_id), raising_mwp_errors():
+        with _not_found_as(workflow_id), raising_mwp_errors(), server_limits_as_mwp_errors():
             result: dict[str, Any] = await handle.execute_update(
-                update, wire_text(command), id=signing_hash(command), result_type=dict
+                update, text, id=signing_hash(command), result_type=dict
             )
         return result
 

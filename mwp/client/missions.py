@@ -23,10 +23,12 @@ from typing import Any, TypeVar
 
 from temporalio.client import WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from mwp.client import ClientError, Identity, MwpClient, new_id, wire_text
-from mwp.contracts.errors import RemoteMwpError, raising_mwp_errors
+from mwp.client import ClientError, Identity, MwpClient, new_id
+from mwp.client.limits import command_wire, server_limits_as_mwp_errors
+from mwp.contracts.errors import raising_mwp_errors
 from mwp.contracts.messages import group_authority
 from mwp.contracts.mission import (
     MISSION_WORKFLOW_TYPE,
@@ -40,7 +42,7 @@ from mwp.contracts.mission import (
     mission_workflow_id,
 )
 from mwp.contracts.work_item import work_item_workflow_id
-from mwp.core.errors import ErrorCode
+from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.kinds import COORDINATOR_KINDS
 from mwp.core.trust.registry import Principal
 from mwp.core.trust.signed_document import signing_hash
@@ -267,7 +269,10 @@ class MissionClient:
         return self.mission(mission_id, group_id), result
 
     async def create_signed(self, command: Mapping[str, Any]) -> dict[str, Any]:
-        """Start the Group Authority of a signed ``mission.create`` and have it decide."""
+        """Start the Group Authority of a signed ``mission.create`` and have it decide.
+
+        A Command over ``MAX_COMMAND_BYTES`` is refused unsent and starts nothing."""
+        text = command_wire(command)
         mission_id = command["payload"]["missionId"]
         start_input = MissionInput(
             organization_id=self.organization_id, authority=self.authority.to_json()
@@ -289,17 +294,29 @@ class MissionClient:
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"Mission {mission_id}",
             )
-            with raising_mwp_errors():
-                result: dict[str, Any] = await temporal.execute_update_with_start_workflow(
-                    UPDATE_COMMAND,
-                    wire_text(command),
-                    start_workflow_operation=operation,
-                    id=signing_hash(command),
-                    result_type=dict,
-                )
+            try:
+                with raising_mwp_errors(), server_limits_as_mwp_errors():
+                    result: dict[str, Any] = await temporal.execute_update_with_start_workflow(
+                        UPDATE_COMMAND,
+                        text,
+                        start_workflow_operation=operation,
+                        id=signing_hash(command),
+                        result_type=dict,
+                    )
+            finally:
+                _read_start_error(operation)
             return result
 
         return await resending_until_decided(send)
+
+
+def _read_start_error(operation: WithStartWorkflowOperation[Any, Any]) -> None:
+    """Mark the error of a start that failed as read. The SDK keeps it in the operation, and
+    an unread one is logged when the operation is collected, from inside whatever code runs
+    then (on Python 3.11 that once made pytest's next module import raise ``SystemError``)."""
+    started = operation._workflow_handle
+    if started.done() and not started.cancelled():
+        started.exception()
 
 
 def workflow_not_ready(error: BaseException) -> bool:
@@ -307,7 +324,9 @@ def workflow_not_ready(error: BaseException) -> bool:
 
     It happens, for instance, when a signal (a WorkItem's timer report, a registry notice)
     lands while the task that accepts the Update and continues the Group as new is in flight:
-    the server refuses that task's completion and drops the Update. Nothing was applied, so
+    the server refuses that task's completion and drops the Update. Likewise the server's
+    ``UnprocessedUpdate`` rejection: the server did not find the task whose completion
+    answered the Update, and the next task ended without it. Nothing was applied, so
     resending the byte-equal Command is safe (if it had been, its receipt comes back).
     """
     seen: set[int] = set()
@@ -318,6 +337,8 @@ def workflow_not_ready(error: BaseException) -> bool:
             details = current.grpc_status.details
             if any(d.type_url.endswith(".WorkflowNotReadyFailure") for d in details):
                 return True
+        if isinstance(current, ApplicationError) and current.type == "UnprocessedUpdate":
+            return True
         current = current.__cause__
     return False
 
@@ -337,7 +358,7 @@ async def resending_until_decided(
     while True:
         try:
             return await send()
-        except RemoteMwpError as exc:
+        except MwpError as exc:  # the Group's, or the server's limit on Updates in flight
             loop_time = asyncio.get_running_loop().time()
             if exc.code != ErrorCode.BACKPRESSURE or loop_time >= deadline:
                 raise

@@ -39,6 +39,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from mwp.contracts.command_size import MAX_IN_FLIGHT_UPDATE_BYTES
 from mwp.contracts.names import AUTHORITY_TASK_QUEUE, SEARCH_ATTRIBUTES
 
 DEFAULT_PORT = 7233
@@ -134,9 +135,14 @@ WAL_PRAGMAS: Mapping[str, str] = {"journal_mode": "wal", "synchronous": "normal"
 # about 900 Commands; each rollover stalls the Group a few hundred ms and re-sends its carried
 # state, which cost a long-lived Group a tenth of its rate (benchmarks/RESULTS.md). These let a
 # run reach 1,800 Commands; the server's hard limits (51,200 events, 50 MiB) stay far off.
+#
+# The in-flight limit on Update bytes makes the server refuse, at admission, an Update whose
+# echo no worker could send (one over 2 MiB wedges its workflow for good), and bounds what one
+# workflow task's completion carries (mwp/contracts/command_size.py, docs/commands.md).
 EMBEDDED_DYNAMIC_CONFIG: Mapping[str, Any] = {
     "limit.historyCount.suggestContinueAsNew": 8_000,
     "limit.historySize.suggestContinueAsNew": 16 * 1024 * 1024,
+    "history.maxInFlightUpdatePayloads": MAX_IN_FLIGHT_UPDATE_BYTES,
 }
 
 

@@ -1,0 +1,48 @@
+"""The Group's Command size limit, measured as Temporal carries the Update's argument."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.converter import DataConverter
+
+from mwp.contracts.command_size import (
+    MAX_COMMAND_BYTES,
+    MAX_IN_FLIGHT_UPDATE_BYTES,
+    check_command_size,
+    command_payload_bytes,
+)
+from mwp.core.errors import ErrorCode, MwpError
+
+SAMPLES = ["", "plain", '{"a":"\\"quoted\\""}', "é" * 10, "中文", "😀", "\ud800", "\x00\x1f"]
+
+
+@pytest.mark.parametrize("wire", SAMPLES)
+def test_the_measure_is_the_payload_temporal_sends(wire: str) -> None:
+    payload = DataConverter.default.payload_converter.to_payloads([wire])[0]
+    assert command_payload_bytes(wire) == len(payload.data)
+
+
+def test_a_command_at_the_limit_passes_and_one_byte_more_is_refused() -> None:
+    at_limit = "a" * (MAX_COMMAND_BYTES - 2)  # the JSON string's two quotes count
+    check_command_size(at_limit)
+    with pytest.raises(MwpError) as refused:
+        check_command_size(at_limit + "a")
+    assert refused.value.code == ErrorCode.PROTOCOL_VIOLATION
+    assert not refused.value.retryable
+    assert refused.value.details == {
+        "commandBytes": MAX_COMMAND_BYTES + 1,
+        "maxCommandBytes": MAX_COMMAND_BYTES,
+    }
+
+
+def test_non_ascii_text_counts_as_escaped() -> None:
+    # Each "é" travels as \u00e9: a third of the limit in UTF-8 is already over it.
+    text = "é" * (MAX_COMMAND_BYTES // 6 + 1)
+    assert len(text.encode()) < MAX_COMMAND_BYTES
+    with pytest.raises(MwpError):
+        check_command_size(text)
+
+
+def test_one_command_always_fits_in_the_servers_in_flight_limit() -> None:
+    # The in-flight limit counts the whole Update request (ID, name, header), not just the text.
+    assert MAX_COMMAND_BYTES + 16 * 1024 < MAX_IN_FLIGHT_UPDATE_BYTES < 2 * 1024 * 1024
