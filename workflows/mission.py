@@ -36,6 +36,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from mwp.contracts.command_size import check_command_size
 from mwp.contracts.errors import to_application_error
 from mwp.contracts.messages import (
     CHILD_SETTLED,
@@ -51,6 +52,7 @@ from mwp.contracts.messages import (
     registry_subscribers,
 )
 from mwp.contracts.mission import (
+    MIRROR_BATCH_BYTES,
     MIRROR_BATCH_LIMIT,
     MIRROR_EVENTS,
     MIRROR_OUTBOX_LIMIT,
@@ -101,6 +103,7 @@ from mwp.core.group.api import (
 from mwp.core.group.artifact import embedded_manifest
 from mwp.core.kinds import FINAL_WORK_STATES
 from mwp.core.organization.service import RegistrySubscription
+from mwp.core.trust.evidence import evidence_unavailable
 from mwp.core.trust.registry import Principal
 from mwp.core.trust.service_message import (
     MessageRefusedError,
@@ -174,6 +177,7 @@ class MissionWorkflow:
         # change them, so the O(WorkItems) Mission view is rebuilt only after one of those.
         self._headline: tuple[Any, Any] | None = None
         self._rolling_over = False  # continue-as-new is due: new Commands get BACKPRESSURE
+        self._registry_unreachable = False  # the subscription failed: no evidence will come
         # The validator's verification (wire, Registry revision, Envelope) for its handler.
         self._admitted: tuple[str, int, Envelope] | None = None
         # Child Missions (spec 14): outcomes reported by children, closures by the parent,
@@ -221,7 +225,18 @@ class MissionWorkflow:
             )
             self._trusted, self._trusted_binding = TrustedKey.from_binding(binding), binding
             subscription = await self._seal(REGISTRY_SUBSCRIBE, registry, {})
-        await workflow.get_external_workflow_handle(registry).signal(SIGNAL_SUBSCRIBE, subscription)
+        if self._sealed:
+            try:
+                await workflow.get_external_workflow_handle(registry).signal(
+                    SIGNAL_SUBSCRIBE, subscription
+                )
+            except Exception:
+                workflow.logger.warning("the Organization's registry %s is unreachable", registry)
+                self._registry_unreachable = True
+        else:
+            await workflow.get_external_workflow_handle(registry).signal(
+                SIGNAL_SUBSCRIBE, subscription
+            )
         publisher = asyncio.create_task(self._publish_visibility())
         self._mirror_task = asyncio.create_task(self._mirror())
         while True:
@@ -336,7 +351,9 @@ class MissionWorkflow:
     @workflow.update(name=UPDATE_COMMAND)
     async def command(self, wire: str) -> dict[str, Any]:
         if self._registry.notice is None:
-            await workflow.wait_condition(lambda: self._registry.notice is not None)
+            await workflow.wait_condition(
+                lambda: self._registry.notice is not None or self._registry_unreachable
+            )
         admitted, self._admitted = self._admitted, None
         if admitted is not None and admitted[:2] == (wire, self._registry.revision):
             envelope, context = admitted[2], self._context()
@@ -359,6 +376,10 @@ class MissionWorkflow:
 
     @command.validator
     def _validate_command(self, wire: str) -> None:
+        try:  # first: a Command too large is refused before it is read (command_size.py)
+            check_command_size(wire)
+        except MwpError as exc:
+            raise to_application_error(exc) from None
         if self._rolling_over or self._updates_this_run >= self._input.updates_per_run:
             # Leave room for continue-as-new; the sender retries shortly. A rollover takes a
             # few hundred ms: a short retry interval keeps senders from idling past its end
@@ -374,7 +395,7 @@ class MissionWorkflow:
                     ErrorCode.BACKPRESSURE, "the Group Event log is behind", retry_after_ms=1000
                 )
             )
-        if self._registry.notice is None:
+        if self._registry.notice is None and not self._registry_unreachable:
             return  # the handler waits for the Registry evidence, then decides
         envelope, context = self._admit(wire)
         try:
@@ -391,6 +412,8 @@ class MissionWorkflow:
         except ValueError:
             evidence = None
         if evidence is None:  # fail closed: no coherent Registry revision to verify against
+            if self._sealed:
+                raise to_application_error(evidence_unavailable(), now)
             raise to_application_error(
                 MwpError(ErrorCode.INTERNAL_ERROR, "Registry evidence unavailable"), now
             )
@@ -567,7 +590,9 @@ class MissionWorkflow:
         It retries until the store takes them: nothing accepted is lost, the log catches up."""
         while True:
             await workflow.wait_condition(lambda: bool(self._outbox))
-            batch = self._outbox[:MIRROR_BATCH_LIMIT]
+            batch = (
+                _mirror_batch(self._outbox) if self._sealed else self._outbox[:MIRROR_BATCH_LIMIT]
+            )
             await workflow.execute_activity(
                 MIRROR_EVENTS,
                 MirrorBatch(self._authority.group_id, self._principal.id, batch),
@@ -855,6 +880,17 @@ class MissionWorkflow:
     def run_number(self) -> int:
         """Which run of this Group this is (1, then +1 per continue-as-new)."""
         return self._input.run_number
+
+
+def _mirror_batch(outbox: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The next Events to mirror: at most MIRROR_BATCH_LIMIT of them and (but for a first
+    Event larger than that) MIRROR_BATCH_BYTES of JSON."""
+    size = 0
+    for count, event in enumerate(outbox[:MIRROR_BATCH_LIMIT]):
+        size += len(json.dumps(event, separators=(",", ":")))
+        if count and size > MIRROR_BATCH_BYTES:
+            return outbox[:count]
+    return outbox[:MIRROR_BATCH_LIMIT]
 
 
 def _is_sealed(value: Any) -> bool:

@@ -67,7 +67,10 @@ SNAPSHOT_CAPACITY = 1_500_000
 
 # The mirror activity (activities/mirror.py): its name and input, shared with the workflow.
 MIRROR_EVENTS = "mirror_events"
-MIRROR_BATCH_LIMIT = 500  # Events per activity call (its input stays far below 2 MiB)
+MIRROR_BATCH_LIMIT = 500  # Events per activity call
+# And bytes per call: an accepted Command may be 512 KiB (command_size.py), so a few large
+# Events could otherwise make an activity input over Temporal's 2 MiB payload limit.
+MIRROR_BATCH_BYTES = 1_048_576
 # Past this many unconfirmed Events the Group answers BACKPRESSURE until the log catches up.
 MIRROR_OUTBOX_LIMIT = 5_000
 

@@ -249,3 +249,30 @@ async def test_mwp_log_rebuild_reports_identical_and_different_logs(
     code, out = rebuild_cli(str(tmp_path / "copy"), tmp_path / "two")
     assert code == 1, out
     assert f"first differ at sequence {len(changed)}" in out
+
+
+async def test_large_events_reach_the_log_in_batches_under_the_payload_limit(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack
+) -> None:
+    """Six Commands of 400 KB wait for the mirror together (2.4 MB of Events): it takes them in
+    batches of at most 1 MiB, so no activity input reaches Temporal's 2 MiB limit."""
+    queue = f"mwp-test-mirror-{uuid.uuid4().hex[:8]}"
+    rig = await new_mission(mwp_client, mirror_task_queue=queue)
+    content = [{"type": "text", "text": "x" * 100_000} for _ in range(4)]  # 100,000 at most each
+    for _ in range(6):
+        await rig.send(rig.crew.owner, "message.post", {"content": content})
+    assert await _through(rig) == 0  # all of it waits in the outbox
+
+    with mirror_worker(temporal_stack.address, queue):
+        log = await _mirrored(rig, timeout=60)
+    assert [e.event["eventId"] for e in log.read(0, limit=100)] == [e["eventId"] for e in rig.log]
+    history = await mwp_client.temporal.get_workflow_handle(rig.workflow_id).fetch_history()
+    batches = [
+        e.activity_task_scheduled_event_attributes.input.payloads[0].ByteSize()
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "mirror_events"
+    ]
+    assert len(batches) >= 3 and max(batches) < 1_200_000, batches
+    failed = [e for e in history.events if e.HasField("workflow_task_failed_event_attributes")]
+    assert not failed
