@@ -113,6 +113,7 @@ from mwp.core.trust.service_message import (
 )
 from mwp.core.trust.signed_document import PROFILES, verify, verify_value
 from mwp.core.wire.jcs import canonicalize, sha256_ref
+from mwp.core.wire.strict_json import encode_wire_text
 from mwp.core.wire.values import format_utc
 from mwp.workflows import patches
 from mwp.workflows.work_item import WorkItemWorkflow
@@ -418,7 +419,8 @@ class MissionWorkflow:
                 MwpError(ErrorCode.INTERNAL_ERROR, "Registry evidence unavailable"), now
             )
         try:
-            verified = verify(wire.encode("utf-8"), "command", evidence)
+            # A lone surrogate in the text is PROTOCOL_VIOLATION, like bytes that are not UTF-8.
+            verified = verify(encode_wire_text(wire), "command", evidence)
             if verified.document.get("kind") == "artifact.publish":
                 # The manifest is signed by its producer: verified here, where the Registry
                 # evidence is, before the core decides on its content.

@@ -34,6 +34,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from mwp.contracts.command_size import check_command_size
 from mwp.contracts.errors import as_temporal_failure
 from mwp.contracts.messages import (
     MISSION_APPROVED,
@@ -76,6 +77,7 @@ from mwp.core.trust.service_message import (
     TrustedKey,
     open_sealed,
 )
+from mwp.core.wire.strict_json import encode_wire_text
 from mwp.core.wire.values import format_utc
 from mwp.workflows import patches
 
@@ -337,8 +339,9 @@ class OrganizationRegistryWorkflow:
 
     def _check(self, kind: str, command: str) -> None:
         with as_temporal_failure():
+            check_command_size(command)  # before it is read (mwp/contracts/command_size.py)
             try:
-                self._registry.check(kind, command.encode(), self._now())
+                self._registry.check(kind, encode_wire_text(command), self._now())
             except MwpError:
                 raise
             except Exception as exc:
@@ -350,7 +353,7 @@ class OrganizationRegistryWorkflow:
     def _accept(self, kind: str, command: str) -> dict[str, Any]:
         now = self._now()
         with as_temporal_failure(now):
-            decision = self._registry.check(kind, command.encode(), now)
+            decision = self._registry.check(kind, encode_wire_text(command), now)
             result = self._registry.apply(
                 decision, now=now, event_id=f"urn:uuid:{workflow.uuid4()}"
             )

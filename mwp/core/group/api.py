@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mwp.core.trust.registry import Principal
-from mwp.core.trust.signed_document import FreshnessWindow
+from mwp.core.trust.signed_document import FreshnessWindow, VerifiedDocument
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,10 @@ class Envelope:
     command: dict[str, Any]  # the wire Command as received (parsed JSON, with signature)
     signing_hash: str  # sha256 of its JCS signing bytes: byte-equality for idempotency
     command_hash: str  # sha256 of the JCS of the whole Command: the Events' ``commandHash``
+    # What the six stages established (key, Principal, the key's validity in the current
+    # Registry evidence): First Admission needs it; without it, from rules ``RULES_DOOR`` on,
+    # the Command is refused as verified against no evidence (``admission.py``).
+    verified: VerifiedDocument | None = None
 
 
 # Revisions of the rules: 0.1.0 as released, then the door of issue 12 (unknown critical

@@ -16,6 +16,7 @@ from mwp.core.group.api import AuthorityContext
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.ids import derive_id
 from mwp.core.group.incoming import Incoming
+from mwp.core.group.payload import members
 from mwp.core.group.rejection import bad_transition, forbidden, invalid
 from mwp.core.group.roles import owner_or_service
 from mwp.core.group.rules import CommandRule, work_item_target
@@ -108,6 +109,7 @@ RULES = (
         _decide_grant,
         owner_or_service,
         target=work_item_target,
+        payload=members("contractVersion", "comments", "conditions"),
         clauses=("MWP-AUT-003",),
     ),
 )

@@ -26,7 +26,7 @@ from mwp.core.group.api import AuthorityContext
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.execution_lease import require_lease, require_owner
 from mwp.core.group.incoming import Incoming
-from mwp.core.group.payload import Payload
+from mwp.core.group.payload import Payload, members
 from mwp.core.group.rejection import bad_transition, invalid, reject
 from mwp.core.group.roles import working_agent
 from mwp.core.group.rules import CommandRule, work_item_target
@@ -268,6 +268,7 @@ RULES = (
         _decide_publish,
         working_agent,
         target=work_item_target,
+        payload=members("ownershipEpoch", "leaseId", MANIFEST_MEMBER, EXTERNAL_SOURCES_MEMBER),
         clauses=("MWP-FND-017", "MWP-IDN-003", "MWP-WRK-013", "MWP-WRK-023", "MWP-WRK-024"),
     ),
 )

@@ -13,7 +13,9 @@ from typing import Any, TypeVar
 
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
 from mwp.core.group import child_mission
+from mwp.core.group.admission import Admission, GroupAdmissionLog
 from mwp.core.group.api import (
+    RULES_DOOR,
     AuthorityContext,
     ChildSettled,
     Envelope,
@@ -23,7 +25,7 @@ from mwp.core.group.api import (
     TimerRequest,
 )
 from mwp.core.group.conversation_window import MessageWindow
-from mwp.core.group.decision import Accepted, decide
+from mwp.core.group.decision import Accepted, Duplicate, decide
 from mwp.core.group.drafts import Aggregate, Drafts
 from mwp.core.group.execution_lease import expiry_draft, revocation_drafts
 from mwp.core.group.ids import derive_id, event_id
@@ -51,7 +53,7 @@ SNAPSHOT_FORMAT = "mwp-group-authority/1"
 class GroupAuthority:
     """One Group's authoritative state and the only way to change it."""
 
-    __slots__ = ("_retired", "_state")
+    __slots__ = ("_admissions", "_retired", "_state")
 
     def __init__(
         self, *, receipt_window: int = RECEIPT_WINDOW, message_window: int = MESSAGE_WINDOW
@@ -63,6 +65,8 @@ class GroupAuthority:
         # final views stay available (the shell hands them to each item's WorkItemWorkflow,
         # which keeps them as its result). Never snapshotted, so bounded by one run.
         self._retired: dict[str, WorkItem] = {}
+        # This Group's part of the Organization's Admission Log (admission.py).
+        self._admissions = GroupAdmissionLog()
 
     # --- identity ---------------------------------------------------------------------------
 
@@ -95,11 +99,11 @@ class GroupAuthority:
 
         A byte-equal retry of an accepted Command passes (``submit`` returns its receipt).
         """
-        _guarded(lambda: decide(self._state, envelope, ctx))
+        _guarded(lambda: self._decide(envelope, ctx))
 
     def submit(self, envelope: Envelope, ctx: AuthorityContext) -> Outcome:
         """Decide and apply atomically: the receipt and new Events, or a typed rejection."""
-        decision = _guarded(lambda: decide(self._state, envelope, ctx))
+        decision, admission = _guarded(lambda: self._decide(envelope, ctx))
         cmd = decision.cmd
         if not isinstance(decision, Accepted):
             receipt = _receipt(
@@ -124,8 +128,19 @@ class GroupAuthority:
             ctx.now,
         )
         self._state.receipts.record(cmd.actor_id, cmd.action_id, entry)
+        if admission is not None:
+            admission.commit(self._state.receipts.horizon_time)
         receipt = _receipt(cmd.action_id, cmd.actor_id, cmd.signing_hash, group_id, entry)
         return Outcome(receipt, tuple(events))
+
+    def _decide(
+        self, envelope: Envelope, ctx: AuthorityContext
+    ) -> tuple[Accepted | Duplicate, Admission | None]:
+        """The Authority step, with First Admission from rules ``RULES_DOOR`` on."""
+        if ctx.rules < RULES_DOOR:
+            return decide(self._state, envelope, ctx), None
+        admission = Admission(self._admissions, envelope, ctx)
+        return decide(self._state, envelope, ctx, admission.admit), admission
 
     # --- timers -----------------------------------------------------------------------------
 
@@ -334,7 +349,10 @@ class GroupAuthority:
         """Compact JSON state; its size depends on live aggregates and a short record per
         settled WorkItem, never on Event count (receipts and the Message window are bounded).
         Treat it as read-only."""
-        return {"format": SNAPSHOT_FORMAT, "state": self._state.to_json()}
+        snapshot: Json = {"format": SNAPSHOT_FORMAT, "state": self._state.to_json()}
+        if len(self._admissions):  # absent when empty, as before First Admission
+            snapshot["admissions"] = self._admissions.to_json()
+        return snapshot
 
     @classmethod
     def restore(cls, snapshot: Mapping[str, Any]) -> GroupAuthority:
@@ -343,6 +361,7 @@ class GroupAuthority:
         authority = cls.__new__(cls)
         authority._state = GroupState.from_json(snapshot["state"])
         authority._retired = {}
+        authority._admissions = GroupAdmissionLog.from_json(snapshot.get("admissions"))
         return authority
 
     # --- views ------------------------------------------------------------------------------

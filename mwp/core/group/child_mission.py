@@ -40,6 +40,7 @@ from mwp.core.group.coordinator_lease import (
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.mission import _evolve_created, close_drafts, found_group, validated_mission
+from mwp.core.group.payload import members
 from mwp.core.group.policy import MAX_CHILD_MISSION_DEPTH
 from mwp.core.group.rejection import bad_transition, invalid, reject
 from mwp.core.group.roles import coordinator_only
@@ -310,6 +311,20 @@ RULES = (
         coordinator_only,
         target=work_item_target,
         coordinator=by_agent,
+        payload=members(
+            "childMissionId",
+            "childGroupId",
+            "objective",
+            "definitionOfDone",
+            "budget",
+            "deadline",
+            "coordinatorAgentId",
+            "coordinatorAgentCardVersion",
+            "leaseSeconds",
+            "title",
+            "approvalPolicy",
+            "failurePolicy",
+        ),
         clauses=("MWP-EVT-002", "MWP-MSN-004", "MWP-MSN-024", "MWP-MSN-025"),
     ),
 )

@@ -16,10 +16,12 @@ from mwp.core.group.conversation_window import MessageEntry
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.ids import message_id
 from mwp.core.group.incoming import Incoming
+from mwp.core.group.payload import Members, members
 from mwp.core.group.rejection import bad_transition, forbidden, invalid
 from mwp.core.group.roles import anyone, coordinator_owner_or_service, members_only
 from mwp.core.group.rules import CommandRule, Target, by_agent
 from mwp.core.group.state import Conversation, GroupState
+from mwp.core.group.work_contract import wire_form
 from mwp.core.kinds import CommandKind
 from mwp.core.models import DocumentInvalid, validate_document
 
@@ -100,7 +102,7 @@ def _message(
         model = validate_document("message.schema.json", doc)
     except DocumentInvalid as exc:
         invalid(f"the Message is invalid: {exc.reason}", reason=exc.reason)
-    return model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    return wire_form(model, "payload.content")
 
 
 def _post(
@@ -229,9 +231,23 @@ def _decide_redact(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
 
 
 def _rule(
-    kind: CommandKind, decide: Any, authorize: Any, target: Target, *, clauses: tuple[str, ...]
+    kind: CommandKind,
+    decide: Any,
+    authorize: Any,
+    target: Target,
+    *,
+    payload: Members,
+    clauses: tuple[str, ...],
 ) -> CommandRule:
-    return CommandRule(kind, decide, authorize, target=target, provisional_ok=True, clauses=clauses)
+    return CommandRule(
+        kind,
+        decide,
+        authorize,
+        target=target,
+        provisional_ok=True,
+        payload=payload,
+        clauses=clauses,
+    )
 
 
 RULES = (
@@ -240,6 +256,7 @@ RULES = (
         _decide_post,
         anyone,
         _conversation_target,
+        payload=members("content", "mentions", "references"),
         clauses=("MWP-FND-014", "MWP-MSN-017", "MWP-MSN-018"),
     ),
     _rule(
@@ -247,6 +264,7 @@ RULES = (
         _decide_correct,
         members_only,
         _amendment_target,
+        payload=members("targetMessageId", "reason", "content", "mentions", "references"),
         clauses=("MWP-FND-014", "MWP-MSN-017", "MWP-MSN-023"),
     ),
     _rule(
@@ -254,6 +272,7 @@ RULES = (
         _decide_retract,
         members_only,
         _amendment_target,
+        payload=members("targetMessageId", "reason", "mentions", "references"),
         clauses=("MWP-FND-014", "MWP-MSN-017", "MWP-MSN-023"),
     ),
     CommandRule(
@@ -262,6 +281,7 @@ RULES = (
         coordinator_owner_or_service,
         target=_amendment_target,
         coordinator=by_agent,
+        payload=members("targetMessageId", "reason", "policy", "mentions", "references"),
         clauses=("MWP-EVT-002", "MWP-FND-014", "MWP-MSN-017", "MWP-MSN-023"),
     ),
 )

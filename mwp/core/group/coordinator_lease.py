@@ -18,6 +18,7 @@ from mwp.core.group.drafts import Drafts
 from mwp.core.group.ids import derive_id
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.membership import add_grant, grant
+from mwp.core.group.payload import members
 from mwp.core.group.policy import COORDINATOR_LEASE_SECONDS, MAX_COORDINATOR_LEASE_SECONDS
 from mwp.core.group.rejection import bad_transition, invalid, reject
 from mwp.core.group.roles import coordinator_only, owner_or_service
@@ -238,6 +239,7 @@ RULES = (
         "mission.assign_coordinator",
         _decide_assign,
         owner_or_service,
+        payload=members("agentId", "agentCardVersion", "leaseSeconds", "contextPackageId"),
         clauses=("MWP-MSN-004", "MWP-MSN-005"),
     ),
     CommandRule(
@@ -246,6 +248,7 @@ RULES = (
         coordinator_only,
         target=_renew_target,
         coordinator=by_agent,
+        payload=members("leaseSeconds"),
         clauses=("MWP-EVT-002", "MWP-MSN-004", "MWP-MSN-005"),
     ),
 )

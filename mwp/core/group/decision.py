@@ -2,12 +2,19 @@
 
 1. Group scope (``GROUP_NOT_FOUND``); creation kinds create the Group.
 2. ``(actor, actionId)`` idempotency: the original receipt, or ``ACTION_ID_COLLISION``.
+   Then a newly presented Command must be fresh and, from rules ``RULES_DOOR`` on, pass First
+   Admission (``admission.py``: its key valid at the Authority's clock too).
 3. Session fencing for agents (``AUTH_STALE_SESSION``).
 4. Membership and its epoch (``MEMBERSHIP_REQUIRED`` / ``MEMBERSHIP_STALE``).
 5. Coordinator Epoch when the Command exercises the Coordinator lease (``AUTH_STALE_COORDINATOR``).
 6. ``expectedRevision`` against the target aggregate (``REVISION_CONFLICT``).
-7. Role and policy (``AUTH_FORBIDDEN``).
-8. The kind's own rule, producing Event drafts without touching state.
+7. Role and policy (``AUTH_FORBIDDEN``), a cited Cooperation Override Grant included.
+8. The kind's own rule, producing Event drafts without touching state; first, its payload
+   carries only the members the kind defines (``INVALID_COMMAND``).
+
+From rules revision ``RULES_DOOR`` on, a newly presented Command passes the door
+(``door.py``) too: no unknown critical extension (right after freshness), no cited override
+grant (step 7), no undefined payload member (step 8).
 
 Nothing here mutates state; a failure at any step is a typed :class:`MwpError` carrying the
 Command's Action ID.
@@ -15,11 +22,13 @@ Command's Action ID.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
-from mwp.core.group.api import AuthorityContext, Envelope
+from mwp.core.group.api import RULES_DOOR, AuthorityContext, Envelope
 from mwp.core.group.coordinator_lease import check_coordinator
+from mwp.core.group.door import check_extensions, check_members, check_override_grant
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.kinds import RULES
@@ -51,7 +60,12 @@ class Duplicate:
     entry: ReceiptEntry
 
 
-def decide(state: GroupState, envelope: Envelope, ctx: AuthorityContext) -> Accepted | Duplicate:
+def decide(
+    state: GroupState,
+    envelope: Envelope,
+    ctx: AuthorityContext,
+    admit: Callable[[], None] | None = None,
+) -> Accepted | Duplicate:
     try:
         cmd = Incoming.parse(envelope)
     except MwpError as error:
@@ -59,7 +73,7 @@ def decide(state: GroupState, envelope: Envelope, ctx: AuthorityContext) -> Acce
         error.action_id = action_id if isinstance(action_id, str) else None
         raise
     try:
-        return _decide(state, cmd, ctx)
+        return _decide(state, cmd, ctx, admit)
     except MwpError as error:
         error.action_id = cmd.action_id
         error.group_id = error.group_id or cmd.group_id
@@ -74,7 +88,9 @@ def decide(state: GroupState, envelope: Envelope, ctx: AuthorityContext) -> Acce
         ) from exc
 
 
-def _decide(state: GroupState, cmd: Incoming, ctx: AuthorityContext) -> Accepted | Duplicate:
+def _decide(
+    state: GroupState, cmd: Incoming, ctx: AuthorityContext, admit: Callable[[], None] | None
+) -> Accepted | Duplicate:
     rule = RULES.get(cmd.kind)
     # 1. Group scope.
     if state.mission is None:
@@ -92,8 +108,15 @@ def _decide(state: GroupState, cmd: Incoming, ctx: AuthorityContext) -> Accepted
     # receipt above, however old). One issued before the newest evicted receipt's Command was
     # accepted might be a retry of an evicted one: refused too, never applied twice.
     check_issued_at(cmd.issued_at, ctx.now, ctx.freshness, not_before=state.receipts.horizon_time)
+    # 2c. First Admission, before anything that authorizes (spec 6.4); only a Command this
+    # Group decides is anchored in its Admission Log.
+    if admit is not None:
+        admit()
     if rule is None:
         reject(ErrorCode.INVALID_COMMAND, f"{cmd.kind} is not a Command this Authority accepts")
+    door = ctx.rules >= RULES_DOOR
+    if door:
+        check_extensions(cmd)
     if not rule.creates_group:
         # 3. Session fencing: only the current Session Epoch of an agent may act.
         if cmd.is_agent and (
@@ -118,6 +141,9 @@ def _decide(state: GroupState, cmd: Incoming, ctx: AuthorityContext) -> Accepted
                 reason="group_capacity",
                 workItems=len(state.work_items) + len(state.settled),
             )
+    if door:
+        check_override_grant(cmd)
+        check_members(cmd, rule.payload)
     # 8. The kind's own rule.
     drafts = Drafts(state.sequence + 1)
     rule.decide(state, cmd, ctx, drafts)

@@ -27,6 +27,7 @@ from mwp.core.group.clock import reached
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.ids import derive_id
 from mwp.core.group.incoming import Incoming
+from mwp.core.group.payload import members
 from mwp.core.group.policy import MAX_DELEGATION_DEPTH
 from mwp.core.group.rejection import bad_transition, forbidden, invalid, reject
 from mwp.core.group.roles import coordinator_only, coordinator_or_owner
@@ -279,6 +280,14 @@ RULES = (
         coordinator_only,
         target=_grantee_target,
         coordinator=by_agent,
+        payload=members(
+            "granteeAgentId",
+            "targetWorkItemId",
+            "allowedCapabilities",
+            "budget",
+            "maxDescendantDepth",
+            "expiresAt",
+        ),
         clauses=("MWP-EVT-002", "MWP-MSN-020"),
     ),
 )

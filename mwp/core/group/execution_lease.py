@@ -27,6 +27,7 @@ from mwp.core.group.dependencies import unsatisfied
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.ids import derive_id
 from mwp.core.group.incoming import Incoming
+from mwp.core.group.payload import members
 from mwp.core.group.policy import (
     BLOCKED_LEASE_SECONDS,
     EXECUTION_LEASE_SECONDS,
@@ -411,7 +412,11 @@ def _decide_submit(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
     for entry in p.objects("evidence", min_items=1, max_items=1000):
         evidence_id = entry.id("evidenceId")
         criteria = entry.raw("criterionIds")
-        if not isinstance(criteria, list) or not criteria or not all(c in known for c in criteria):
+        if (
+            not isinstance(criteria, list)
+            or not criteria
+            or not all(isinstance(c, str) and c in known for c in criteria)
+        ):
             invalid(
                 "each Evidence must map to acceptance criteria of the contract",
                 evidenceId=evidence_id,
@@ -561,6 +566,7 @@ RULES = (
         _decide_start,
         working_agent,
         target=work_item_target,
+        payload=members("ownershipEpoch", "leaseSeconds"),
         clauses=("MWP-AUT-003", "MWP-FND-017", "MWP-WRK-007", "MWP-WRK-013"),
     ),
     CommandRule(
@@ -568,6 +574,7 @@ RULES = (
         _decide_renew,
         working_agent_or_service,
         target=work_item_target,
+        payload=members("ownershipEpoch", "leaseId", "leaseSeconds", "progress", "checkpointRef"),
         clauses=("MWP-FND-017", "MWP-WRK-013", "MWP-WRK-016"),
     ),
     CommandRule(
@@ -575,6 +582,7 @@ RULES = (
         _decide_checkpoint,
         working_agent,
         target=work_item_target,
+        payload=members("ownershipEpoch", "leaseId", "progress", "checkpointRef"),
         clauses=("MWP-FND-017", "MWP-WRK-013", "MWP-WRK-016"),
     ),
     CommandRule(
@@ -582,6 +590,9 @@ RULES = (
         _decide_block,
         working_agent,
         target=work_item_target,
+        payload=members(
+            "ownershipEpoch", "leaseId", "requiredResolution", "blockedLeaseSeconds", "progress"
+        ),
         clauses=("MWP-FND-017", "MWP-WRK-013", "MWP-WRK-017"),
     ),
     CommandRule(
@@ -590,6 +601,7 @@ RULES = (
         coordinator_or_working_agent,
         target=work_item_target,
         coordinator=_owner_or_coordinating,
+        payload=members("ownershipEpoch", "resolution"),
         clauses=("MWP-EVT-002", "MWP-FND-017", "MWP-WRK-003", "MWP-WRK-017", "MWP-WRK-019"),
     ),
     CommandRule(
@@ -597,6 +609,12 @@ RULES = (
         _decide_submit,
         working_agent,
         target=work_item_target,
+        payload=members(
+            "ownershipEpoch",
+            "leaseId",
+            "artifactHashes",
+            evidence=members("evidenceId", "criterionIds", "result"),
+        ),
         clauses=("MWP-FND-017", "MWP-WRK-013", "MWP-WRK-023", "MWP-WRK-025"),
     ),
 )

@@ -32,6 +32,10 @@ class Incoming:
     signing_hash: str
     command_hash: str
     issued_at: str
+    # The names of the extensions the Command marks critical, and the Cooperation Override
+    # Grant it cites (spec 17.4, 20): what the door looks at.
+    critical_extensions: tuple[str, ...] = ()
+    override_grant_id: str | None = None
 
     @property
     def actor(self) -> dict[str, str]:
@@ -78,6 +82,8 @@ class Incoming:
             signing_hash=envelope.signing_hash,
             command_hash=envelope.command_hash,
             issued_at=_text(command, "issuedAt"),
+            critical_extensions=_critical_extensions(command),
+            override_grant_id=_opt_uri(command, "cooperationOverrideGrantId"),
         )
 
 
@@ -101,6 +107,15 @@ def _uri(command: dict[str, Any], name: str) -> str:
 
 def _opt_uri(command: dict[str, Any], name: str) -> str | None:
     return _uri(command, name) if name in command else None
+
+
+def _critical_extensions(command: dict[str, Any]) -> tuple[str, ...]:
+    extensions = command.get("extensions", {})
+    if not isinstance(extensions, dict) or not all(
+        isinstance(e, dict) for e in extensions.values()
+    ):
+        _malformed("extensions")
+    return tuple(name for name, entry in extensions.items() if entry.get("critical") is True)
 
 
 def _opt_int(command: dict[str, Any], name: str) -> int | None:

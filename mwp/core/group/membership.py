@@ -14,6 +14,7 @@ from mwp.core.group.api import AuthorityContext
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.ids import membership_id
 from mwp.core.group.incoming import Incoming
+from mwp.core.group.payload import members
 from mwp.core.group.policy import DEFAULT_SCOPES
 from mwp.core.group.rejection import bad_transition, forbidden, invalid, reject
 from mwp.core.group.roles import is_current_coordinator, is_mission_owner
@@ -302,6 +303,7 @@ RULES = (
         _authorize_change,
         target=_membership_target,
         coordinator=by_agent,
+        payload=members("memberId", "memberType", "role", "scopes", "reason"),
         clauses=("MWP-EVT-002", "MWP-MSN-010"),
     ),
     CommandRule(
@@ -315,6 +317,7 @@ RULES = (
             if cmd.payload.has("memberId")
             else cmd.is_agent
         ),
+        payload=members("memberId", "reason"),
         clauses=("MWP-EVT-002", "MWP-MSN-010"),
     ),
 )

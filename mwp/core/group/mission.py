@@ -25,6 +25,7 @@ from mwp.core.group.drafts import Drafts
 from mwp.core.group.ids import derive_id, main_conversation_id
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.membership import add_grant, grant
+from mwp.core.group.payload import members
 from mwp.core.group.rejection import bad_transition, forbidden, invalid, reject, revision_conflict
 from mwp.core.group.roles import (
     anyone,
@@ -435,6 +436,19 @@ RULES = (
         _decide_create,
         anyone,
         creates_group=True,
+        payload=members(
+            "missionId",
+            "objective",
+            "definitionOfDone",
+            "budget",
+            "deadline",
+            "coordinatorAgentId",
+            "coordinatorAgentCardVersion",
+            "leaseSeconds",
+            "approvalPolicy",
+            "groupId",
+            "title",
+        ),
         clauses=("MWP-MSN-001", "MWP-MSN-015"),
     ),
     CommandRule(
@@ -442,6 +456,20 @@ RULES = (
         _decide_create,
         anyone,
         creates_group=True,
+        payload=members(
+            "missionId",
+            "objective",
+            "definitionOfDone",
+            "budget",
+            "deadline",
+            "coordinatorAgentId",
+            "coordinatorAgentCardVersion",
+            "leaseSeconds",
+            "approvalPolicy",
+            "groupId",
+            "title",
+            "followUpToMissionId",
+        ),
         clauses=("MWP-MSN-001", "MWP-MSN-002", "MWP-MSN-015"),
     ),
     CommandRule(
@@ -449,24 +477,28 @@ RULES = (
         _decide_submit,
         coordinator_only,
         coordinator=by_agent,
+        payload=members("artifactHashes", "summary"),
         clauses=("MWP-EVT-002", "MWP-MSN-004", "MWP-MSN-008"),
     ),
     CommandRule(
         "mission.approve",
         _decide_approve,
         owner_only,
+        payload=members("missionRevision", "artifactHashes", "comments", "conditions"),
         clauses=("MWP-EVT-007", "MWP-MSN-002", "MWP-MSN-008"),
     ),
     CommandRule(
         "mission.request_changes",
         _decide_changes,
         owner_only,
+        payload=members("missionRevision", "reason", "conditions"),
         clauses=("MWP-EVT-007", "MWP-MSN-002", "MWP-MSN-008"),
     ),
     CommandRule(
         "mission.cancel",
         _decide_cancel,
         owner_or_service,
+        payload=members("reason"),
         clauses=("MWP-AUT-006", "MWP-MSN-002", "MWP-MSN-003"),
     ),
     CommandRule(
@@ -474,6 +506,7 @@ RULES = (
         _decide_terminate,
         coordinator_or_service,
         coordinator=by_agent,
+        payload=members("reason"),
         clauses=("MWP-AUT-006", "MWP-EVT-002", "MWP-MSN-002"),
     ),
 )

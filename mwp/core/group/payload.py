@@ -1,12 +1,15 @@
 """Typed reading of free-form Command payloads: a wrong member is ``INVALID_COMMAND``.
 
 The Command schema leaves ``payload`` free-form; the payload of each kind is defined in
-``docs/commands.md``. Readers here name the offending member in the error details.
+``docs/commands.md`` and declared beside its rule as :class:`Members`, so a member the kind
+does not define is refused rather than dropped (spec 17.4). Readers here name the offending
+member in the error details.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from mwp.core.group.rejection import invalid
@@ -27,6 +30,10 @@ class Payload:
 
     def _fail(self, name: str, reason: str) -> NoReturn:
         invalid(f"{self._path}.{name}: {reason}", member=f"{self._path}.{name}", reason=reason)
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        return self._data
 
     def has(self, name: str) -> bool:
         return name in self._data
@@ -85,7 +92,7 @@ class Payload:
         if name not in self._data and default is not None:
             return default
         value = self.raw(name)
-        if value not in allowed:
+        if not isinstance(value, str) or value not in allowed:
             self._fail(name, f"must be one of {sorted(allowed)}")
         return str(value)
 
@@ -139,3 +146,46 @@ class Payload:
         ):
             self._fail(name, f"must be an array of non-blank texts (at most {max_length} chars)")
         return list(value)
+
+
+# --- the members a payload may carry -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Members:
+    """The members one payload object may carry. A member maps to ``None`` when its value is
+    read whole: a core object that its own strict schema validates, a scalar or list of them,
+    or data free-form by design. It maps to a nested :class:`Members` when the kind reads the
+    object (or each object of the array) it holds member by member."""
+
+    names: Mapping[str, Members | None]
+
+    def unknown(self, value: Any, path: str = "payload") -> tuple[str, list[str]] | None:
+        """The first object under ``value`` holding members not declared here, with those
+        members; None when there is none. Values of the wrong type are the readers' concern."""
+        if not isinstance(value, dict):
+            return None
+        extra = sorted(name for name in value if name not in self.names)
+        if extra:
+            return path, extra
+        for name, nested in self.names.items():
+            if nested is None or name not in value:
+                continue
+            inner = value[name]
+            items = enumerate(inner) if isinstance(inner, list) else ((None, inner),)
+            for index, item in items:
+                at = f"{path}.{name}" if index is None else f"{path}.{name}[{index}]"
+                found = nested.unknown(item, at)
+                if found is not None:
+                    return found
+        return None
+
+
+def members(*names: str, **nested: Members) -> Members:
+    """``members("reason")``; ``members("ownershipEpoch", evidence=members("evidenceId"))``."""
+    declared: dict[str, Members | None] = dict.fromkeys(names)
+    declared.update(nested)
+    return Members(declared)
+
+
+NO_MEMBERS = members()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from mwp.core.group.api import AuthorityContext
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.incoming import Incoming
+from mwp.core.group.payload import NO_MEMBERS, Members
 from mwp.core.group.roles import Authorize
 from mwp.core.group.state import GroupState
 from mwp.core.kinds import CommandKind
@@ -52,6 +53,8 @@ class CommandRule:
     provisional_ok: bool = False
     # The kind brings the Group into existence: no Membership, Session or Coordinator yet.
     creates_group: bool = False
+    # The payload members the kind defines (docs/commands.md); the door refuses any other.
+    payload: Members = NO_MEMBERS
     # The MWP 0.1 clause IDs this kind's own hooks and ``decide`` implement. The Authority steps
     # every kind passes name theirs in a module-level ``CLAUSES`` (decision.py and the modules
     # it calls); docs/conformance.md maps both to their tests.

@@ -18,7 +18,7 @@ from mwp.core.group.api import AuthorityContext
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.execution_lease import require_owner
 from mwp.core.group.incoming import Incoming
-from mwp.core.group.payload import Payload
+from mwp.core.group.payload import Payload, members
 from mwp.core.group.rejection import bad_transition, invalid
 from mwp.core.group.roles import working_agent
 from mwp.core.group.rules import CommandRule, work_item_target
@@ -93,6 +93,7 @@ RULES = (
         _decide_disclose,
         working_agent,
         target=work_item_target,
+        payload=members("ownershipEpoch", "scheduleEstimate"),
         clauses=("MWP-FND-017", "MWP-WRK-012"),
     ),
 )

@@ -34,7 +34,7 @@ def complete_contract(value: Any) -> Json:
         model = validate_document("work-contract.schema.json", value)
     except DocumentInvalid as exc:
         _incomplete(f"the Work Contract is incomplete: {exc.reason}", reason=exc.reason)
-    contract: Json = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    contract = wire_form(model, "payload.contract")
     for member in ("goal", "businessImpact"):
         if not contract[member].strip():
             _incomplete(f"the Work Contract's {member} is blank", member=member)
@@ -59,7 +59,16 @@ def _model(model: type[BaseModel], value: Any, what: str) -> Json:
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False)[0]
         invalid(f"{what} is malformed", reason=f"{first['loc']}: {first['msg']}"[:300])
-    dumped: Json = parsed.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    return wire_form(parsed, what)
+
+
+def wire_form(model: BaseModel, member: str) -> Json:
+    """A validated model's JSON form. Free-form data inside it (a Message's ``data``, a
+    resource's ``constraints``) may nest deeper than the model serializer goes: refused."""
+    try:
+        dumped: Json = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    except ValueError:
+        invalid(f"{member} nests deeper than the Group records", member=member, reason="nesting")
     return dumped
 
 

@@ -34,6 +34,7 @@ from mwp.core.group.ids import derive_id, work_item_conversation_id
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.membership import add_grant, grant
 from mwp.core.group.mission import conversation_document, conversation_from_document
+from mwp.core.group.payload import members
 from mwp.core.group.policy import (
     MAX_OFFER_CANDIDATES,
     MAX_START_WITHIN_SECONDS,
@@ -637,6 +638,7 @@ RULES = (
         _decide_propose,
         members_only,
         target=no_target,
+        payload=members("title", "goal", "rationale", "draftContract", "proposalId"),
         clauses=("MWP-MSN-018",),
     ),
     CommandRule(
@@ -644,6 +646,7 @@ RULES = (
         _decide_authorize,
         authorize_work,
         coordinator=by_agent,
+        payload=members("contract", "exclusive", "proposalId", PARENT_MEMBER, GRANT_MEMBER),
         clauses=(
             "MWP-AUT-004",
             "MWP-EVT-002",
@@ -663,6 +666,14 @@ RULES = (
         authorize_work,
         target=work_item_target,
         coordinator=by_agent,
+        payload=members(
+            "expiresAt",
+            "startWithinSeconds",
+            "contextPackageId",
+            "contract",
+            GRANT_MEMBER,
+            candidates=members("agentId", "agentCardVersion", "selectionBasis"),
+        ),
         clauses=(
             "MWP-AUT-004",
             "MWP-EVT-002",
@@ -688,6 +699,9 @@ RULES = (
         working_agent,
         target=no_target,
         provisional_ok=True,
+        payload=members(
+            "offerId", "contractVersion", "agentCardVersion", "capabilityPins", "scheduleEstimate"
+        ),
         clauses=(
             "MWP-EVT-007",
             "MWP-FND-017",
@@ -706,6 +720,7 @@ RULES = (
         coordinator_only,
         target=work_item_target,
         coordinator=by_agent,
+        payload=members("reviewEvidenceIds", "comments"),
         clauses=(
             "MWP-EVT-002",
             "MWP-FND-017",
@@ -721,6 +736,7 @@ RULES = (
         coordinator_or_working_agent,
         target=work_item_target,
         coordinator=_coordinating_unless_owner,
+        payload=members("reason", "failureEvidenceIds", "failureCode", "ownershipEpoch", "leaseId"),
         clauses=("MWP-EVT-002", "MWP-FND-017", "MWP-WRK-003", "MWP-WRK-013"),
     ),
     CommandRule(
@@ -729,6 +745,7 @@ RULES = (
         coordinator_or_owner,
         target=work_item_target,
         coordinator=by_agent,
+        payload=members("reason"),
         clauses=("MWP-EVT-002", "MWP-WRK-003"),
     ),
 )

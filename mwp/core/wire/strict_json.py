@@ -3,6 +3,8 @@
 Numbers keep enough of their text to classify a later data-model failure at its own stage:
 a syntactically valid number outside finite binary64 parses to :class:`OutOfRangeNumber`
 (an infinite ``float`` that remembers its text), which JCS then rejects (spec 6.4 stage 5).
+That holds for integers too long for Python's ``int`` parser: such a number is at least
+10**4300, far outside binary64.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-CLAUSES: tuple[str, ...] = ("MWP-EVT-012", "MWP-SDV-016")
+from mwp.core.errors import Diagnostic, ErrorCode, MwpError
+
+CLAUSES: tuple[str, ...] = ("MWP-EVT-012", "MWP-SDV-015", "MWP-SDV-016")
 
 JsonValue = Any  # None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]
 
@@ -29,12 +33,29 @@ class OutOfRangeNumber(float):
         number.text = text
         return number
 
+    def __reduce__(self) -> tuple[type[OutOfRangeNumber], tuple[str]]:
+        return OutOfRangeNumber, (self.text,)  # copies keep their text (float's would not)
+
 
 def _parse_float(text: str) -> float:
     value = float(text)
     if value in (float("inf"), float("-inf")):
         return OutOfRangeNumber(text)
     return value
+
+
+# Python's own int-parsing limit (sys.get_int_max_str_digits) is process-wide and settable;
+# this one is not, so a long integer parses the same everywhere, and never quadratically.
+_MAX_INT_DIGITS = 4300
+
+
+def _parse_int(text: str) -> int | float:
+    if len(text) - text.startswith("-") > _MAX_INT_DIGITS:
+        return OutOfRangeNumber(text)
+    try:
+        return int(text)
+    except ValueError:  # a lower process-wide limit: still a number, still out of range
+        return OutOfRangeNumber(text)
 
 
 def _reject_constant(name: str) -> None:
@@ -51,8 +72,27 @@ def _object(pairs: list[tuple[str, JsonValue]]) -> dict[str, JsonValue]:
 
 
 _DECODER = json.JSONDecoder(
-    object_pairs_hook=_object, parse_float=_parse_float, parse_constant=_reject_constant
+    object_pairs_hook=_object,
+    parse_float=_parse_float,
+    parse_int=_parse_int,
+    parse_constant=_reject_constant,
 )
+
+
+def encode_wire_text(text: str) -> bytes:
+    """The UTF-8 bytes of a document that arrived as text (a Temporal Update's argument).
+
+    A text holding a lone surrogate code point has no UTF-8 form: it is refused as invalid
+    UTF-8 is, ``PROTOCOL_VIOLATION`` at the parse stage (spec 6.4 stage 1). A surrogate
+    spelled as a JSON escape is different: it parses, and JCS refuses it at stage 5.
+    """
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MwpError(
+            ErrorCode.PROTOCOL_VIOLATION,
+            diagnostic=Diagnostic("parse", f"utf-8: lone surrogate at offset {exc.start}"),
+        ) from None
 
 
 def parse_bytes(data: bytes) -> JsonValue:

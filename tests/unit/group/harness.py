@@ -23,9 +23,10 @@ from mwp.core.group import (
 )
 from mwp.core.group.clock import plus_seconds
 from mwp.core.models import validate_document
-from mwp.core.trust.registry import Principal
-from mwp.core.trust.signed_document import signing_hash
-from mwp.core.wire.jcs import jcs_hash
+from mwp.core.trust.registry import KeyValidity, Principal
+from mwp.core.trust.signed_document import VerifiedDocument, signing_hash
+from mwp.core.wire.jcs import canonicalize, jcs_hash, sha256_ref
+from mwp.core.wire.values import parse_timestamp
 
 T0 = "2026-07-15T00:00:00Z"
 GROUP = "urn:example:group:alpha"
@@ -163,6 +164,33 @@ def content_hash(name: str) -> str:
     return "sha256:" + hashlib.sha256(name.encode()).hexdigest()
 
 
+ORGANIZATION = "urn:example:organization:acme"
+KEYS_VALID_FROM = "2020-01-01T00:00:00Z"
+
+
+def verified(command: dict[str, Any]) -> VerifiedDocument | None:
+    """What the shell's six stages would establish for ``command`` (its signer's key valid from
+    2020 on, for First Admission); None for a Command they could not have passed."""
+    try:
+        unsigned = {k: v for k, v in command.items() if k != "signature"}
+        signing_bytes = canonicalize(unsigned)
+        actor = command["actor"]
+        return VerifiedDocument(
+            profile_id="command",
+            document=command,
+            organization_id=ORGANIZATION,
+            signing_bytes=signing_bytes,
+            signing_hash=sha256_ref(signing_bytes),
+            key_id=command["signature"]["keyId"],
+            principal=Principal(actor["type"], actor["id"]),
+            protected_time=command["issuedAt"],
+            key_validity=KeyValidity(parse_timestamp(KEYS_VALID_FROM), None, None),
+            signature=b"",
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def assert_valid_event(event: dict[str, Any]) -> None:
     signature = {
         "algorithm": "Ed25519",
@@ -252,7 +280,7 @@ class Harness:
 
     @staticmethod
     def envelope(command: dict[str, Any]) -> Envelope:
-        return Envelope(command, signing_hash(command), jcs_hash(command))
+        return Envelope(command, signing_hash(command), jcs_hash(command), verified(command))
 
     def send(self, command: dict[str, Any]) -> Outcome:
         outcome = self.authority.submit(self.envelope(command), self.ctx())

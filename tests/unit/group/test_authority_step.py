@@ -355,7 +355,8 @@ def test_an_unexpected_fault_is_internal_error_and_changes_nothing(
     def broken(*args: object) -> None:
         raise KeyError("defect")
 
-    monkeypatch.setitem(kinds.RULES, "message.post", type(rule)(rule.kind, broken, rule.authorize))
+    broken_rule = type(rule)(rule.kind, broken, rule.authorize, payload=rule.payload)
+    monkeypatch.setitem(kinds.RULES, "message.post", broken_rule)
     error = h.reject(ErrorCode.INTERNAL_ERROR, W1, "message.post", {"content": []})
     assert error.retryable and error.diagnostic is not None
 
