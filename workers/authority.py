@@ -1,7 +1,9 @@
 """The authority worker: Group Authorities and Organization services on one task queue.
 
 Run standalone with ``python -m mwp.workers.authority --address HOST:PORT``; ``mwp dev`` and the
-test fixture run the same worker in-process (:func:`build_authority_worker`).
+test fixture run the same worker in-process (:func:`build_authority_worker`). With
+``--metrics-port`` the worker serves Prometheus metrics (Temporal's and the product's,
+``mwp.contracts.metrics``) on ``http://HOST:PORT/metrics`` (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from mwp.activities.mirror import Mirror
 from mwp.activities.seal import ServiceSealer
+from mwp.contracts.metrics import DEFAULT_METRICS_PORT
 from mwp.contracts.names import AUTHORITY_TASK_QUEUE
 from mwp.log.keys import AuthorityKeyring
 from mwp.workers.plugin import MwpPlugin
@@ -64,15 +68,31 @@ def build_authority_worker(
     )
 
 
+def metrics_runtime(port: int, host: str = "127.0.0.1") -> Runtime:
+    """A Temporal runtime serving Prometheus metrics on ``http://host:port/metrics``.
+
+    A worker exports its workflows' metrics through the runtime of the client it was built
+    with, so that client must be connected with ``runtime=`` this. Raises ``ValueError`` if
+    the port is taken. Each runtime has its own threads: make one per process.
+    """
+    # Counters end in _total and durations are in seconds, as Prometheus names them.
+    config = PrometheusConfig(
+        bind_address=f"{host}:{port}", counters_total_suffix=True, durations_as_seconds=True
+    )
+    return Runtime(telemetry=TelemetryConfig(metrics=config))
+
+
 async def run_authority_worker(
     address: str,
     namespace: str = "default",
     *,
     state_dir: Path,
     log_store: str | None = None,
+    runtime: Runtime | None = None,
 ) -> None:
-    """Run until SIGINT or SIGTERM, then shut down gracefully."""
-    client = await Client.connect(address, namespace=namespace)
+    """Run until SIGINT or SIGTERM, then shut down gracefully. ``runtime`` (default: the
+    SDK's) is the one a :func:`metrics_runtime` gives, to serve metrics."""
+    client = await Client.connect(address, namespace=namespace, runtime=runtime)
     mirror = Mirror.open(log_store or state_dir / "objects", state_dir)
     worker = build_authority_worker(client, mirror=mirror)
     stop = asyncio.Event()
@@ -95,13 +115,34 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--log-store",
         help="the Group Event log: a folder or s3://bucket/prefix (default: STATE/objects)",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        nargs="?",
+        const=DEFAULT_METRICS_PORT,
+        metavar="PORT",
+        help=f"serve Prometheus metrics on PORT (alone: {DEFAULT_METRICS_PORT}; 0 or absent: off)",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address the metrics endpoint binds (0.0.0.0 in a container)",
+    )
     args = parser.parse_args(argv)
+    runtime = None
+    if args.metrics_port:
+        try:
+            runtime = metrics_runtime(args.metrics_port, args.metrics_host)
+        except ValueError as exc:  # the port is taken
+            parser.exit(1, f"authority worker: {exc}\n")
+        print(f"metrics on http://{args.metrics_host}:{args.metrics_port}/metrics", flush=True)
     asyncio.run(
         run_authority_worker(
             args.address,
             args.namespace,
             state_dir=args.state_dir,
             log_store=args.log_store,
+            runtime=runtime,
         )
     )
     # The Temporal SDK can crash at interpreter exit after a clean shutdown (DESIGN.md §5).

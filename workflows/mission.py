@@ -34,7 +34,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 from mwp.contracts.command_size import check_command_size
 from mwp.contracts.errors import to_application_error
@@ -51,6 +51,7 @@ from mwp.contracts.messages import (
     group_authority,
     registry_subscribers,
 )
+from mwp.contracts.metrics import CommandMetrics
 from mwp.contracts.mission import (
     MIRROR_BATCH_BYTES,
     MIRROR_BATCH_LIMIT,
@@ -205,6 +206,7 @@ class MissionWorkflow:
         }
         self._legacy_children_possible: bool = sealing["legacyChildren"]
         self._sealed_children: set[str] = set(sealing["children"])
+        self._metrics = CommandMetrics()  # not replayed, no Command: needs no patch
         if input.founding is not None and self._authority.mission_id == "":
             founded = self._authority.found_child(input.founding, self._context())
             if founded is not None:
@@ -364,7 +366,8 @@ class MissionWorkflow:
         try:
             outcome = self._authority.submit(envelope, context)
         except MwpError as exc:
-            raise to_application_error(exc, context.now) from None
+            raise self._refused(exc, context.now) from None
+        self._metrics.accepted(duplicate=outcome.duplicate)
         if not outcome.duplicate:
             self._updates_this_run += 1
             self._after_accept(outcome)
@@ -380,18 +383,18 @@ class MissionWorkflow:
         try:  # first: a Command too large is refused before it is read (command_size.py)
             check_command_size(wire)
         except MwpError as exc:
-            raise to_application_error(exc) from None
+            raise self._refused(exc) from None
         if self._rolling_over or self._updates_this_run >= self._input.updates_per_run:
             # Leave room for continue-as-new; the sender retries shortly. A rollover takes a
             # few hundred ms: a short retry interval keeps senders from idling past its end
             # (200 ms cost 8% of the rate after 10,000 Events, benchmarks/RESULTS.md).
-            raise to_application_error(
+            raise self._refused(
                 MwpError(ErrorCode.BACKPRESSURE, "Group is rolling over", retry_after_ms=50)
             )
         if len(self._outbox) >= MIRROR_OUTBOX_LIMIT:
             # The Group Event log is far behind (its store is down?): accept nothing more
             # until the mirror catches up, so the carried outbox stays bounded.
-            raise to_application_error(
+            raise self._refused(
                 MwpError(
                     ErrorCode.BACKPRESSURE, "the Group Event log is behind", retry_after_ms=1000
                 )
@@ -402,7 +405,7 @@ class MissionWorkflow:
         try:
             self._authority.check(envelope, context)
         except MwpError as exc:
-            raise to_application_error(exc, context.now) from None
+            raise self._refused(exc, context.now) from None
         # The handler runs next, in this workflow task, and would verify the same bytes again.
         self._admitted = (wire, self._registry.revision, envelope)
 
@@ -414,8 +417,8 @@ class MissionWorkflow:
             evidence = None
         if evidence is None:  # fail closed: no coherent Registry revision to verify against
             if self._sealed:
-                raise to_application_error(evidence_unavailable(), now)
-            raise to_application_error(
+                raise self._refused(evidence_unavailable(), now)
+            raise self._refused(
                 MwpError(ErrorCode.INTERNAL_ERROR, "Registry evidence unavailable"), now
             )
         try:
@@ -428,7 +431,7 @@ class MissionWorkflow:
                     embedded_manifest(verified.document["payload"]), PROFILES["artifact"], evidence
                 )
         except MwpError as exc:
-            raise to_application_error(exc, now) from None
+            raise self._refused(exc, now) from None
         envelope = Envelope(
             command=verified.document,
             signing_hash=verified.signing_hash,
@@ -436,6 +439,11 @@ class MissionWorkflow:
             verified=verified,  # First Admission reads the key and its validity from it
         )
         return envelope, self._context()
+
+    def _refused(self, error: MwpError, now: str | None = None) -> ApplicationError:
+        """The Update's failure for a refused Command, counted by its code."""
+        self._metrics.refused(error.code.value)
+        return to_application_error(error, now)
 
     def _context(self) -> AuthorityContext:
         # The notice's maps are handed over as they are (the core only reads them): copying
@@ -457,6 +465,7 @@ class MissionWorkflow:
     def _after_accept(self, outcome: Outcome) -> None:
         self._events_this_run.extend(outcome.events)
         self._outbox.extend(outcome.events)
+        self._metrics.mirror_lag(self._authority.group_id, len(self._outbox))
         self._visibility_stale = True
         if any(e["kind"].startswith("mission.") for e in outcome.events):
             self._headline = None
@@ -609,6 +618,7 @@ class MissionWorkflow:
                 summary=f"mirror sequences {batch[0]['sequence']}..{batch[-1]['sequence']}",
             )
             del self._outbox[: len(batch)]
+            self._metrics.mirror_lag(self._authority.group_id, len(self._outbox))
 
     @workflow.query(name=QUERY_MIRRORED_THROUGH)
     def mirrored_through(self) -> int:

@@ -47,6 +47,7 @@ from mwp.contracts.messages import (
     group_authority,
     registry_subscribers,
 )
+from mwp.contracts.metrics import CommandMetrics
 from mwp.contracts.mission import mission_workflow_id
 from mwp.contracts.organization import (
     QUERY_AGENT_CARD,
@@ -116,6 +117,7 @@ class OrganizationRegistryWorkflow:
         self._inbound: list[tuple[str, Any]] = [tuple(m) for m in state.get("inbound", [])]
         self._refusals = RefusalRecord.from_json(state.get("refusals"))
         self._sealed_notice: tuple[int, dict[str, Any]] | None = None  # (revision, message)
+        self._metrics = CommandMetrics()  # not replayed, no Command: needs no patch
 
     @workflow.run
     async def run(self, input: OrganizationRegistryInput) -> None:
@@ -338,17 +340,21 @@ class OrganizationRegistryWorkflow:
         return format_utc(workflow.now())
 
     def _check(self, kind: str, command: str) -> None:
-        with as_temporal_failure():
-            check_command_size(command)  # before it is read (mwp/contracts/command_size.py)
-            try:
-                self._registry.check(kind, encode_wire_text(command), self._now())
-            except MwpError:
-                raise
-            except Exception as exc:
-                # A bug must not reach the caller as an untyped failure; the handler is not
-                # guarded so, because a failing workflow task there is how Temporal shows it.
-                workflow.logger.exception("registry validator failed: %s", exc)
-                raise MwpError(ErrorCode.INTERNAL_ERROR) from None
+        try:
+            with as_temporal_failure():
+                check_command_size(command)  # before it is read (mwp/contracts/command_size.py)
+                try:
+                    self._registry.check(kind, encode_wire_text(command), self._now())
+                except MwpError:
+                    raise
+                except Exception as exc:
+                    # A bug must not reach the caller as an untyped failure; the handler is not
+                    # guarded so, because a failing workflow task there is how Temporal shows it.
+                    workflow.logger.exception("registry validator failed: %s", exc)
+                    raise MwpError(ErrorCode.INTERNAL_ERROR) from None
+        except ApplicationError as exc:
+            self._metrics.refused(exc.type or "")
+            raise
 
     def _accept(self, kind: str, command: str) -> dict[str, Any]:
         now = self._now()
@@ -357,6 +363,7 @@ class OrganizationRegistryWorkflow:
             result = self._registry.apply(
                 decision, now=now, event_id=f"urn:uuid:{workflow.uuid4()}"
             )
+        self._metrics.accepted(duplicate=decision.duplicate_of is not None)
         if decision.changes_state:
             self._show_details()
         return result

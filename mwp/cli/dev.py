@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mwp.contracts.metrics import DEFAULT_METRICS_PORT
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -42,6 +44,17 @@ def register(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="extra dynamic config for the dev server (repeatable; VALUE is JSON)",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        nargs="?",
+        const=DEFAULT_METRICS_PORT,
+        metavar="PORT",
+        help=(
+            "serve the worker's Prometheus metrics on 127.0.0.1:PORT/metrics "
+            f"(alone: {DEFAULT_METRICS_PORT}; 0 or absent: off)"
+        ),
+    )
     parser.set_defaults(handler=run)
 
 
@@ -61,6 +74,7 @@ async def _serve(args: argparse.Namespace) -> int:
             temporal_address=args.temporal_address,
             namespace=args.namespace,
             extra=args.dynamic_config,
+            metrics_port=args.metrics_port,
         )
     except StackError as exc:
         print(f"mwp dev: {exc}", file=sys.stderr)

@@ -10,6 +10,7 @@ authority worker, started and stopped by the program (``mwp dev``, tests, ``make
   exists, the server also gets SIGTERM if its parent dies without stopping it.
 * :class:`DevStack` (async context manager) adds a Temporal client and the in-process
   authority worker; with ``temporal_address`` it uses an existing cluster and starts no server.
+  With ``metrics_port`` its client's runtime serves Prometheus metrics (docs/operations.md).
 * :class:`BackgroundStack` runs a :class:`DevStack` on its own thread and event loop, for
   synchronous callers such as a session-scoped pytest fixture.
 
@@ -172,6 +173,8 @@ class StackConfig:
     # The object store of the Group Event log (and Artifacts): a folder or
     # ``s3://bucket/prefix`` (default: ``<state_dir>/objects``).
     log_store: str | None = None
+    # Prometheus metrics of the worker on http://ip:metrics_port/metrics (None or 0: none).
+    metrics_port: int | None = None
 
     @property
     def log_location(self) -> str:
@@ -189,6 +192,10 @@ class StackConfig:
         if self.temporal_address is not None or self.ui_port is None:
             return None
         return f"http://{self.ip}:{self.ui_port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        return f"http://{self.ip}:{self.metrics_port}/metrics" if self.metrics_port else None
 
 
 # --- the dev server -------------------------------------------------------------------------
@@ -297,6 +304,7 @@ class DevStack:
         self._worker: Any = None
         self._worker_task: asyncio.Task[None] | None = None
         self._lock: IO[str] | None = None
+        self._runtime: Any = None  # a temporalio Runtime serving metrics, if configured
 
     @property
     def address(self) -> str:
@@ -329,6 +337,7 @@ class DevStack:
 
     async def start(self) -> None:
         try:
+            self._runtime = self._metrics_runtime()
             if self.config.temporal_address is None:
                 self._lock_state_dir()
                 self.server = TemporalDevServer(self.config)
@@ -359,6 +368,20 @@ class DevStack:
         if self._lock is not None:
             self._lock.close()  # releases the flock
             self._lock = None
+
+    def _metrics_runtime(self) -> Any:
+        """The runtime the client connects with: one serving metrics, or None (the SDK's)."""
+        if not self.config.metrics_port:
+            return None
+        from mwp.workers.authority import metrics_runtime
+
+        try:
+            return metrics_runtime(self.config.metrics_port, self.config.ip)
+        except ValueError as exc:
+            raise StackError(
+                f"cannot serve metrics on {self.config.ip}:{self.config.metrics_port}: {exc}; "
+                "choose another --metrics-port"
+            ) from None
 
     def _lock_state_dir(self) -> None:
         state_dir = self.config.state_dir.resolve()
@@ -391,7 +414,10 @@ class DevStack:
                 raise server.failure(f"the Temporal dev server exited with code {code}")
             try:
                 client = await asyncio.wait_for(
-                    Client.connect(server.address, namespace=self.config.namespace), 2.0
+                    Client.connect(
+                        server.address, namespace=self.config.namespace, runtime=self._runtime
+                    ),
+                    2.0,
                 )
                 await _require_search_attributes(client, self.config.namespace)
                 return client
@@ -409,7 +435,9 @@ class DevStack:
 
         try:
             return await asyncio.wait_for(
-                Client.connect(self.address, namespace=self.config.namespace),
+                Client.connect(
+                    self.address, namespace=self.config.namespace, runtime=self._runtime
+                ),
                 self.config.startup_timeout,
             )
         except Exception as exc:
@@ -440,6 +468,8 @@ class DevStack:
             lines.append(f"Server PID {self.server_pid}")
         if self.config.run_worker:
             lines.append(f"Worker     task queue {AUTHORITY_TASK_QUEUE} (in this process)")
+        if self.config.metrics_url:
+            lines.append(f"Metrics    {self.config.metrics_url}")
         return lines
 
 
@@ -575,6 +605,7 @@ def stack_config(
     run_worker: bool = True,
     namespace: str = "default",
     extra: Sequence[str] = (),
+    metrics_port: int | None = None,
 ) -> StackConfig:
     """A :class:`StackConfig` from CLI-style options (``extra``: ``KEY=JSON`` settings)."""
     settings: dict[str, Any] = dict(dynamic_config or {})
@@ -594,4 +625,5 @@ def stack_config(
         temporal_address=temporal_address,
         dynamic_config=settings,
         run_worker=run_worker,
+        metrics_port=metrics_port or None,
     )
