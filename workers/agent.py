@@ -43,6 +43,7 @@ from mwp.contracts.agent import (
 from mwp.contracts.messages import group_authority
 from mwp.stores.objects import ObjectStore, S3ObjectStore, open_store
 from mwp.workers.plugin import MwpPlugin
+from mwp.workers.run_lines import RunLines, agent_name
 
 # Where `mwp registry init` leaves the registry service key and the Organization's ID.
 REGISTRY_KEY_NAME = "registry-service"
@@ -234,10 +235,12 @@ async def run_agent_worker(
     on_ready: Callable[[AgentSession], None] | None = None,
     scheduler_options: Mapping[str, Any] | None = None,
     stop: asyncio.Event | None = None,
+    report: Callable[[str], None] | None = None,
 ) -> AgentSession:
     """Register, open a Session, run the agent's runtime until ``stop`` is set (without one:
     until SIGINT or SIGTERM); the session. ``scheduler_options`` go to the AgentWorkflow's
-    input (for example ``lease_seconds``, ``weights``, ``quotas``)."""
+    input (for example ``lease_seconds``, ``weights``, ``quotas``). ``report`` gets one line
+    per run as its outcome is known (default: printed to stdout)."""
     organization = organization_id_of(state_dir, organization_id)
     registrar = KeyStore.in_state_dir(state_dir).load(REGISTRY_KEY_NAME)
     client = await connect(address, namespace)
@@ -255,6 +258,7 @@ async def run_agent_worker(
         task_queue=queue,
         runtime=client,
         card_version=card_version,
+        interceptors=[RunLines(agent_name(agent.agent_id), report or _print_line)],
     )
     session = AgentSession(organization, card_version, epoch, queue)
     loop = asyncio.get_running_loop()
@@ -277,3 +281,7 @@ async def run_agent_worker(
         for signum in signals:
             loop.remove_signal_handler(signum)
     return session
+
+
+def _print_line(line: str) -> None:
+    print(line, flush=True)  # flushed: whoever reads the process's pipe sees each run end

@@ -7,6 +7,7 @@
     mwp mission publish MISSION FILE --as AGENT --work-item ID [--media-type TYPE]
     mwp mission approve MISSION --as ada
     mwp mission request-changes MISSION --as ada --reason "..."
+    mwp mission watch MISSION [--once]
 
 Names are the key names of `mwp registry add-human` / `add-agent` (`ada` finds
 `human-ada` or `agent-ada` under `<state>/keys/`). Missions created here are remembered in
@@ -21,6 +22,8 @@ import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from mwp.cli import watch  # the live display (cheap to import: rich loads when it runs)
 
 if TYPE_CHECKING:
     from mwp.client import Identity, MwpClient
@@ -115,6 +118,20 @@ def register(subparsers: Any) -> None:
     changes.add_argument("--as", dest="actor", required=True, help="the MissionOwner")
     changes.add_argument("--reason", required=True)
     changes.set_defaults(handler=_handler(_request_changes))
+
+    follow = actions.add_parser(
+        "watch",
+        parents=[common],
+        help="a Mission's WorkItems, owners and states, live until it ends",
+        description=watch.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    follow.add_argument("mission", help="Mission ID (or a unique prefix of one created here)")
+    follow.add_argument("--once", action="store_true", help="print the current table and exit")
+    follow.add_argument(
+        "--interval", type=float, default=watch.POLL_SECONDS, help="seconds between polls"
+    )
+    follow.set_defaults(handler=watch.interruptible(_handler(_watch)))
 
 
 def _handler(action: Any) -> Any:
@@ -387,3 +404,18 @@ async def _approve(args: argparse.Namespace) -> int:
 
 async def _request_changes(args: argparse.Namespace) -> int:
     return await _decide_submission(args, "mission.request_changes", {"reason": args.reason})
+
+
+async def _watch(args: argparse.Namespace) -> int:
+    from mwp.client.missions import MissionHandle
+
+    remembered = _remembered(args.state_dir)
+    if args.mission.startswith("urn:") and not any(m.startswith(args.mission) for m in remembered):
+        # A Mission created elsewhere (another folder, a child Mission), named in full: it is
+        # only queried, so its Group ID is not needed.
+        mission_id, group_id = args.mission, ""
+    else:
+        mission_id = _unique_mission(args.state_dir, args.mission)
+        group_id = remembered[mission_id]
+    mission = MissionHandle(await _connect(args), mission_id, group_id)
+    return await watch.follow(mission, once=args.once, interval=args.interval, where=args.address)
