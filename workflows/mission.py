@@ -57,6 +57,7 @@ from mwp.contracts.mission import (
     MIRROR_BATCH_LIMIT,
     MIRROR_EVENTS,
     MIRROR_OUTBOX_LIMIT,
+    MISSION_TASK_TIMEOUT,
     MISSION_WORKFLOW_TYPE,
     QUERY_EPOCHS,
     QUERY_EVENTS_THIS_RUN,
@@ -670,6 +671,7 @@ class MissionWorkflow:
                 task_queue=AUTHORITY_TASK_QUEUE,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 static_summary=f"child Mission {child['missionId']} of {event['workItemId']}",
+                task_timeout=MISSION_TASK_TIMEOUT if self._sealed else None,
             )
         except WorkflowAlreadyStartedError:
             # Another workflow holds that Mission ID: the WorkItem stays blocked and the

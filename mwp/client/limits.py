@@ -63,6 +63,11 @@ def _limit_error(exc: BaseException) -> MwpError | None:
                     "The Command is larger than the transport accepts: publish large content "
                     "as an Artifact and reference it by hash.",
                 )
+            if "workflow is closing" in current.message:
+                # The Group is continuing as new: its next run takes the Command shortly.
+                return MwpError(
+                    ErrorCode.BACKPRESSURE, "The Group is rolling over.", retry_after_ms=50
+                )
             if _concurrent_limit(current):
                 return MwpError(
                     ErrorCode.BACKPRESSURE,

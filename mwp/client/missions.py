@@ -31,6 +31,7 @@ from mwp.client.limits import command_wire, server_limits_as_mwp_errors
 from mwp.contracts.errors import raising_mwp_errors
 from mwp.contracts.messages import group_authority
 from mwp.contracts.mission import (
+    MISSION_TASK_TIMEOUT,
     MISSION_WORKFLOW_TYPE,
     QUERY_EPOCHS,
     QUERY_EVENTS_THIS_RUN,
@@ -293,6 +294,7 @@ class MissionClient:
                 task_queue=self.client.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"Mission {mission_id}",
+                task_timeout=MISSION_TASK_TIMEOUT,
             )
             try:
                 with raising_mwp_errors(), server_limits_as_mwp_errors():

@@ -7,6 +7,7 @@ Shared by the workflows and the client SDK, so a client never imports workflow c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 MISSION_WORKFLOW_TYPE = "MissionWorkflow"
@@ -87,6 +88,12 @@ class TimerReport:
     work_item_id: str
     kind: str
     token: str
+
+
+# A Mission's workflow task may replay a whole run (after a worker restart or a cache
+# eviction): up to 1,800 Commands, each verified and decided again. Temporal's default of 10 s
+# was measured too short on a loaded 2-core host (benchmarks/RESULTS.md): every retry timed out.
+MISSION_TASK_TIMEOUT = timedelta(seconds=60)
 
 
 def mission_workflow_id(mission_id: str) -> str:

@@ -46,3 +46,23 @@ def test_non_ascii_text_counts_as_escaped() -> None:
 def test_one_command_always_fits_in_the_servers_in_flight_limit() -> None:
     # The in-flight limit counts the whole Update request (ID, name, header), not just the text.
     assert MAX_COMMAND_BYTES + 16 * 1024 < MAX_IN_FLIGHT_UPDATE_BYTES < 2 * 1024 * 1024
+
+
+def test_a_group_rolling_over_is_backpressure_and_other_server_errors_stay_as_they_are() -> None:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from mwp.client.limits import server_limits_as_mwp_errors
+    from mwp.core.errors import ErrorCode, MwpError
+
+    closing = RPCError(
+        "workflow operation can not be applied because workflow is closing",
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+        b"",
+    )
+    with pytest.raises(MwpError) as refused, server_limits_as_mwp_errors():
+        raise closing
+    assert refused.value.code is ErrorCode.BACKPRESSURE and refused.value.retry_after_ms
+    other = RPCError("boom", RPCStatusCode.INTERNAL, b"")
+    with pytest.raises(RPCError) as passed, server_limits_as_mwp_errors():
+        raise other
+    assert passed.value is other
