@@ -103,7 +103,10 @@ def select(runs: Iterable[Run]) -> dict[str, Run]:
 
     def keep(prefix: str, chain: list[Run]) -> None:
         for number, run in enumerate(chain, start=1):
-            chosen[f"{prefix}.run-{number}"] = run
+            # A run the server had not yet given a first workflow task decided nothing, and
+            # the Replayer would wait forever for its first local activity.
+            if _has(run, "WORKFLOW_TASK_COMPLETED"):
+                chosen[f"{prefix}.run-{number}"] = run
 
     keep("mission-continued", longest("MissionWorkflow", lambda c: len(c) >= 3))
     keep(
