@@ -5,6 +5,12 @@
     mwp mission show MISSION [--json]
     mwp mission send MISSION --as NAME KIND [--payload JSON | --payload @FILE] [--work-item ID]
     mwp mission publish MISSION FILE --as AGENT --work-item ID [--media-type TYPE]
+    mwp mission authorize MISSION --as COORDINATOR --goal "..." [--contract FILE]
+    mwp mission offer MISSION ITEM --as COORDINATOR --to AGENT
+    mwp mission review MISSION ITEM --as COORDINATOR [--accept | --reject --reason "..."]
+    mwp mission wait MISSION ITEM [--for STATE]
+    mwp mission submit MISSION --as COORDINATOR
+    mwp mission artifact MISSION HASH [--output FILE]
     mwp mission approve MISSION --as ada
     mwp mission request-changes MISSION --as ada --reason "..."
     mwp mission watch MISSION [--once]
@@ -17,28 +23,24 @@ Names are the key names of `mwp registry add-human` / `add-agent` (`ada` finds
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mwp.cli import watch  # the live display (cheap to import: rich loads when it runs)
+from mwp.cli import (
+    defaults,
+    watch,
+    work,
+)  # watch: the live display (cheap to import: rich loads when it runs)
+from mwp.cli import mission_context as shared
 
 if TYPE_CHECKING:
-    from mwp.client import Identity, MwpClient
-    from mwp.client.missions import MissionHandle
-
-MISSIONS_FILE = "missions.json"
-
-
-class MissionCliError(Exception):
-    """A user-facing failure: printed without a traceback."""
+    pass
 
 
 def register(subparsers: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--address", default="127.0.0.1:7233", help="Temporal address")
+    common.add_argument("--address", default=defaults.address(), help=defaults.address_help())
     common.add_argument("--namespace", default="default", help="Temporal namespace")
     common.add_argument("--state-dir", type=Path, default=Path(".mwp"), help="state folder")
     parser = subparsers.add_parser(
@@ -67,15 +69,15 @@ def register(subparsers: Any) -> None:
         metavar="MISSION",
         help="mission.create_follow_up: link to this approved Mission (ID or unique prefix)",
     )
-    create.set_defaults(handler=_handler(_create))
+    create.set_defaults(handler=shared.handler(_create))
 
     listing = actions.add_parser("list", parents=[common], help="Missions created here")
-    listing.set_defaults(handler=_handler(_list))
+    listing.set_defaults(handler=shared.handler(_list))
 
     show = actions.add_parser("show", parents=[common], help="a Mission's current state")
     show.add_argument("mission", help="Mission ID (or a unique prefix)")
     show.add_argument("--json", action="store_true", help="the full Mission view as JSON")
-    show.set_defaults(handler=_handler(_show))
+    show.set_defaults(handler=shared.handler(_show))
 
     send = actions.add_parser("send", parents=[common], help="sign and send any Command")
     send.add_argument("mission")
@@ -85,7 +87,7 @@ def register(subparsers: Any) -> None:
     send.add_argument("--work-item", help="target WorkItem ID")
     send.add_argument("--conversation", help="target Conversation ID")
     send.add_argument("--expected-revision", type=int)
-    send.set_defaults(handler=_handler(_send))
+    send.set_defaults(handler=shared.handler(_send))
 
     publish = actions.add_parser(
         "publish",
@@ -101,7 +103,7 @@ def register(subparsers: Any) -> None:
     publish.add_argument(
         "--store", help="object store: folder or s3://bucket/prefix (default: <state>/objects)"
     )
-    publish.set_defaults(handler=_handler(_publish))
+    publish.set_defaults(handler=shared.handler(_publish))
 
     approve = actions.add_parser(
         "approve", parents=[common], help="approve the submitted revision and Artifact set"
@@ -109,7 +111,7 @@ def register(subparsers: Any) -> None:
     approve.add_argument("mission")
     approve.add_argument("--as", dest="actor", required=True, help="the MissionOwner")
     approve.add_argument("--comments", default=None)
-    approve.set_defaults(handler=_handler(_approve))
+    approve.set_defaults(handler=shared.handler(_approve))
 
     changes = actions.add_parser(
         "request-changes", parents=[common], help="send the submission back with a reason"
@@ -117,7 +119,9 @@ def register(subparsers: Any) -> None:
     changes.add_argument("mission")
     changes.add_argument("--as", dest="actor", required=True, help="the MissionOwner")
     changes.add_argument("--reason", required=True)
-    changes.set_defaults(handler=_handler(_request_changes))
+    changes.set_defaults(handler=shared.handler(_request_changes))
+
+    work.register(actions, common)
 
     follow = actions.add_parser(
         "watch",
@@ -131,108 +135,7 @@ def register(subparsers: Any) -> None:
     follow.add_argument(
         "--interval", type=float, default=watch.POLL_SECONDS, help="seconds between polls"
     )
-    follow.set_defaults(handler=watch.interruptible(_handler(_watch)))
-
-
-def _handler(action: Any) -> Any:
-    def handle(args: argparse.Namespace) -> int:
-        from mwp.client import ClientError
-        from mwp.core.errors import MwpError
-
-        try:
-            return int(asyncio.run(action(args)))
-        except (MissionCliError, ClientError, OSError) as exc:
-            print(f"mwp mission: {exc}", file=sys.stderr)
-            return 1
-        except MwpError as exc:
-            detail = f" {json.dumps(exc.details)}" if exc.details else ""
-            print(f"mwp mission: refused: {exc.code.value}: {exc.message}{detail}", file=sys.stderr)
-            return 1
-
-    return handle
-
-
-# --- helpers --------------------------------------------------------------------------------
-
-
-def _organization_id(state_dir: Path) -> str:
-    from mwp.client.state_dir import StateDirError, organization_id_of
-
-    try:
-        return organization_id_of(state_dir)
-    except StateDirError as exc:
-        raise MissionCliError(str(exc)) from None
-
-
-def _identity(state_dir: Path, name: str) -> Identity:
-    from mwp.client import KeyStore
-
-    keys = KeyStore.in_state_dir(state_dir)
-    for key_name in (f"human-{name}", f"agent-{name}", name):
-        if keys.exists(key_name):
-            return keys.load(key_name)
-    raise MissionCliError(f"no key named {name!r} in {keys.directory} (see `mwp registry`)")
-
-
-def _remembered(state_dir: Path) -> dict[str, str]:
-    path = state_dir / MISSIONS_FILE
-    if not path.exists():
-        return {}
-    value: dict[str, str] = json.loads(path.read_text())
-    return value
-
-
-def _remember(state_dir: Path, mission_id: str, group_id: str) -> None:
-    known = _remembered(state_dir)
-    known[mission_id] = group_id
-    state_dir.mkdir(parents=True, exist_ok=True)
-    (state_dir / MISSIONS_FILE).write_text(json.dumps(known, indent=2) + "\n")
-
-
-async def _connect(args: argparse.Namespace) -> MwpClient:
-    from mwp.client import connect
-
-    return await connect(args.address, args.namespace)
-
-
-async def _mission(args: argparse.Namespace, client: MwpClient) -> MissionHandle:
-    from mwp.client.missions import MissionClient
-
-    mission_id = _unique_mission(args.state_dir, args.mission)
-    return MissionClient(client, _organization_id(args.state_dir)).mission(
-        mission_id, _remembered(args.state_dir)[mission_id]
-    )
-
-
-def _unique_mission(state_dir: Path, prefix: str) -> str:
-    """The one Mission created here whose ID is ``prefix`` or starts with it."""
-    matches = [m for m in _remembered(state_dir) if m == prefix or m.startswith(prefix)]
-    if len(matches) != 1:
-        found = "no" if not matches else "several"
-        raise MissionCliError(f"{found} Missions match {prefix!r} (see `mwp mission list`)")
-    return matches[0]
-
-
-async def _session_epoch(client: MwpClient, state_dir: Path, identity: Identity) -> int | None:
-    if identity.principal.type != "agent":
-        return None
-    epochs = await client.registry(_organization_id(state_dir)).session_epochs()
-    epoch = epochs.get(identity.principal.id)
-    if epoch is None:
-        raise MissionCliError(f"{identity.principal.id} has no open session")
-    return epoch
-
-
-def _print_result(result: dict[str, Any]) -> None:
-    receipt = result["receipt"]
-    note = " (duplicate: original receipt)" if result.get("duplicate") else ""
-    print(
-        f"accepted{note}: sequence {receipt['firstSequence']}..{receipt['lastSequence']}, "
-        f"revision {receipt['aggregateRevision']}"
-    )
-    for event in result["events"]:
-        subject = event.get("workItemId", "")
-        print(f"  {event['sequence']:>5}  {event['kind']:<36} {subject}")
+    follow.set_defaults(handler=watch.interruptible(shared.handler(_watch)))
 
 
 # --- actions --------------------------------------------------------------------------------
@@ -242,13 +145,13 @@ async def _create(args: argparse.Namespace) -> int:
     from mwp.client.missions import MissionClient, in_seconds
     from mwp.dev.scenario import definition_of_done
 
-    owner = _identity(args.state_dir, args.owner)
-    coordinator = _identity(args.state_dir, args.coordinator)
-    client = await _connect(args)
-    missions = MissionClient(client, _organization_id(args.state_dir))
+    owner = shared.signer(args.state_dir, args.owner)
+    coordinator = shared.signer(args.state_dir, args.coordinator)
+    client = await shared.connect_to(args)
+    missions = MissionClient(client, shared.organization_id(args.state_dir))
     follow_up_to = None
     if args.follow_up_to is not None:
-        follow_up_to = _unique_mission(args.state_dir, args.follow_up_to)
+        follow_up_to = shared.unique_mission(args.state_dir, args.follow_up_to)
     mission, result = await missions.create(
         owner,
         follow_up_to=follow_up_to,
@@ -258,28 +161,28 @@ async def _create(args: argparse.Namespace) -> int:
         budget={"currency": "USD", "financialLimit": args.budget_usd},
         deadline=in_seconds(args.deadline_days * 86400),
     )
-    _remember(args.state_dir, mission.mission_id, mission.group_id)
+    shared.remember(args.state_dir, mission.mission_id, mission.group_id)
     print(f"Mission   {mission.mission_id}")
     print(f"Group     {mission.group_id}")
     print(f"Workflow  {mission.workflow_id}")
-    _print_result(result)
+    shared.print_result(result)
     return 0
 
 
 async def _list(args: argparse.Namespace) -> int:
-    client = await _connect(args)
+    client = await shared.connect_to(args)
     from mwp.client.missions import MissionClient
 
-    missions = MissionClient(client, _organization_id(args.state_dir))
-    for mission_id, group_id in _remembered(args.state_dir).items():
+    missions = MissionClient(client, shared.organization_id(args.state_dir))
+    for mission_id, group_id in shared.remembered(args.state_dir).items():
         view = await missions.mission(mission_id, group_id).view()
         print(f"{mission_id}  {view.get('state', '?'):<18} {view.get('objective', '')[:60]}")
     return 0
 
 
 async def _show(args: argparse.Namespace) -> int:
-    client = await _connect(args)
-    view = await (await _mission(args, client)).view()
+    client = await shared.connect_to(args)
+    view = await (await shared.mission_of(args, client)).view()
     if args.json:
         print(json.dumps(view, indent=2))
         return 0
@@ -316,23 +219,39 @@ async def _send(args: argparse.Namespace) -> int:
         # not sent to be refused by the Authority (or accepted with one value silently kept).
         payload = parse_text(payload_text)
     except JsonSyntaxError as exc:
-        raise MissionCliError(f"--payload is not strict JSON: {exc}") from None
+        raise shared.MissionCliError(f"--payload is not strict JSON: {exc}") from None
     if not isinstance(payload, dict):
-        raise MissionCliError("--payload must be a JSON object")
-    identity = _identity(args.state_dir, args.actor)
-    client = await _connect(args)
-    mission = await _mission(args, client)
+        raise shared.MissionCliError("--payload must be a JSON object")
+    _require_known_kind(args.kind)
+    identity = shared.signer(args.state_dir, args.actor)
+    client = await shared.connect_to(args)
+    mission = await shared.mission_of(args, client)
     result = await mission.send(
         identity,
         args.kind,
         payload,
-        session_epoch=await _session_epoch(client, args.state_dir, identity),
+        session_epoch=await shared.session_epoch(client, args.state_dir, identity),
         work_item_id=args.work_item,
         conversation_id=args.conversation,
         expected_revision=args.expected_revision,
     )
-    _print_result(result)
+    shared.print_result(result)
     return 0
+
+
+def _require_known_kind(kind: str) -> None:
+    """Name a mistyped kind here: the Authority would only say the Command fails its schema."""
+    import difflib
+
+    from mwp.core.kinds import COMMAND_KINDS
+
+    if kind in COMMAND_KINDS:
+        return
+    close = difflib.get_close_matches(kind, COMMAND_KINDS, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise shared.MissionCliError(
+        f"unknown Command kind {kind!r}{hint} (known: {', '.join(sorted(COMMAND_KINDS))})"
+    )
 
 
 async def _publish(args: argparse.Namespace) -> int:
@@ -340,15 +259,19 @@ async def _publish(args: argparse.Namespace) -> int:
     from mwp.stores.artifacts import ArtifactStore, new_manifest, sign_manifest
     from mwp.stores.objects import open_store
 
-    identity = _identity(args.state_dir, args.actor)
-    client = await _connect(args)
-    mission = await _mission(args, client)
+    identity = shared.signer(args.state_dir, args.actor)
+    client = await shared.connect_to(args)
+    mission = await shared.mission_of(args, client)
     item = await mission.work_item(args.work_item)
     lease, owner = item.get("executionLease"), item.get("owner")
     if item.get("state") != "active" or not lease or not owner:
-        raise MissionCliError(f"the WorkItem is {item.get('state')}, not active under a lease")
+        raise shared.MissionCliError(
+            f"the WorkItem is {item.get('state')}, not active under a lease"
+        )
     if owner["agentId"] != identity.principal.id:
-        raise MissionCliError(f"the WorkItem's owner is {owner['agentId']}, not {args.actor}")
+        raise shared.MissionCliError(
+            f"the WorkItem's owner is {owner['agentId']}, not {args.actor}"
+        )
     store = ArtifactStore(open_store(args.store or args.state_dir / "objects"))
     with args.file.open("rb") as handle:  # streamed: a large file is never held whole
         content = store.put_stream(iter(lambda: handle.read(1 << 20), b""))
@@ -373,27 +296,27 @@ async def _publish(args: argparse.Namespace) -> int:
         identity,
         "artifact.publish",
         payload,
-        session_epoch=await _session_epoch(client, args.state_dir, identity),
+        session_epoch=await shared.session_epoch(client, args.state_dir, identity),
         work_item_id=args.work_item,
     )
     print(f"Artifact  {content.content_hash} ({content.size_bytes} bytes, {content.uri})")
-    _print_result(result)
+    shared.print_result(result)
     return 0
 
 
 async def _decide_submission(args: argparse.Namespace, kind: str, extra: dict[str, Any]) -> int:
-    identity = _identity(args.state_dir, args.actor)
-    client = await _connect(args)
-    mission = await _mission(args, client)
+    identity = shared.signer(args.state_dir, args.actor)
+    client = await shared.connect_to(args)
+    mission = await shared.mission_of(args, client)
     view = await mission.view()
     submission = view.get("submission")
     if view.get("state") != "awaiting_approval" or not submission:
-        raise MissionCliError(f"the Mission is {view.get('state')}, not awaiting approval")
+        raise shared.MissionCliError(f"the Mission is {view.get('state')}, not awaiting approval")
     payload: dict[str, Any] = {"missionRevision": submission["missionRevision"], **extra}
     if kind == "mission.approve":
         payload["artifactHashes"] = submission["artifactHashes"]
     result = await mission.send(identity, kind, payload)
-    _print_result(result)
+    shared.print_result(result)
     return 0
 
 
@@ -409,13 +332,13 @@ async def _request_changes(args: argparse.Namespace) -> int:
 async def _watch(args: argparse.Namespace) -> int:
     from mwp.client.missions import MissionHandle
 
-    remembered = _remembered(args.state_dir)
+    remembered = shared.remembered(args.state_dir)
     if args.mission.startswith("urn:") and not any(m.startswith(args.mission) for m in remembered):
         # A Mission created elsewhere (another folder, a child Mission), named in full: it is
         # only queried, so its Group ID is not needed.
         mission_id, group_id = args.mission, ""
     else:
-        mission_id = _unique_mission(args.state_dir, args.mission)
+        mission_id = shared.unique_mission(args.state_dir, args.mission)
         group_id = remembered[mission_id]
-    mission = MissionHandle(await _connect(args), mission_id, group_id)
+    mission = MissionHandle(await shared.connect_to(args), mission_id, group_id)
     return await watch.follow(mission, once=args.once, interval=args.interval, where=args.address)

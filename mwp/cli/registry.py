@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mwp.cli import defaults
 from mwp.client.state_dir import ORGANIZATION_FILE
 
 if TYPE_CHECKING:
@@ -37,9 +38,7 @@ class RegistryCliError(Exception):
 
 def register(subparsers: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--address", default="127.0.0.1:7233", help="Temporal address (default 127.0.0.1:7233)"
-    )
+    common.add_argument("--address", default=defaults.address(), help=defaults.address_help())
     common.add_argument("--namespace", default="default", help="Temporal namespace")
     common.add_argument(
         "--state-dir", type=Path, default=Path(".mwp"), help="state folder (default: ./.mwp)"

@@ -1,0 +1,29 @@
+"""Defaults every `mwp` command shares, each overridable from the environment, so one shell (or
+a test) can point all of them at another stack without repeating flags."""
+
+from __future__ import annotations
+
+import os
+
+ADDRESS_ENV = "MWP_ADDRESS"  # host:port of Temporal's frontend
+UI_PORT_ENV = "MWP_UI_PORT"  # `mwp dev`'s web UI port
+DEFAULT_ADDRESS = "127.0.0.1:7233"
+DEFAULT_UI_PORT = 8233
+
+
+def address() -> str:
+    """The Temporal address a command uses when ``--address`` is not given."""
+    return os.environ.get(ADDRESS_ENV) or DEFAULT_ADDRESS
+
+
+def port() -> int:
+    """The port of :func:`address` (where `mwp dev` starts its server)."""
+    return int(address().rsplit(":", 1)[1])
+
+
+def ui_port() -> int:
+    return int(os.environ.get(UI_PORT_ENV) or DEFAULT_UI_PORT)
+
+
+def address_help() -> str:
+    return f"Temporal address (default {address()}; ${ADDRESS_ENV} sets it)"
