@@ -158,6 +158,17 @@ def _lease_lost_when_fenced() -> Iterator[None]:
         raise
 
 
+def _already_published(error: MwpError, content_hash: str) -> bool:
+    """The Group already holds this exact content as an Artifact (published by another
+    WorkItem, or by this one before a retry): Artifacts are immutable and known by their hash,
+    so this one may name it in its submission as it is."""
+    return (
+        error.code is ErrorCode.INVALID_STATE_TRANSITION
+        and (error.details or {}).get("contentHash") == content_hash
+        and "artifactId" in (error.details or {})
+    )
+
+
 def _fenced(error: MwpError) -> bool:
     return error.code in FENCED_CODES
 
@@ -472,7 +483,11 @@ class _LeasedContext(WorkItemFacts):
             card_version=r.card_version,
         )
         with _lease_lost_when_fenced():
-            await r._send_locked(command)
+            try:
+                await r._send_locked(command)
+            except MwpError as error:
+                if not _already_published(error, content.content_hash):
+                    raise
         return content.content_hash
 
     async def progress(self, progress: Progress) -> None:

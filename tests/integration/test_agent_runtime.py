@@ -426,12 +426,21 @@ async def test_the_readme_agent_runs_a_work_item_to_verified(
         item = await rig.authorize("the quarterly report")
         await rig.offer(item, runtime.identity, card_version=runtime.card_version)
         await wait_for_state(rig, item, "submitted")
+        # The same goal again: the writer's text is byte for byte the same, so the Group
+        # already holds it as an Artifact, which the second submission names as it is.
+        again = await rig.authorize("the quarterly report")
+        await rig.offer(again, runtime.identity, card_version=runtime.card_version)
+        await wait_for_state(rig, again, "submitted")
     await rig.accept_result(item)
     view = await rig.mission.work_item(item.work_item_id)
     assert view["state"] == "verified"
     [content] = view["submission"]["artifactHashes"]
     text = ArtifactStore(open_store(stack_log_location())).get(content)
     assert text == b"Why the quarterly report\nHow the quarterly report"
+    await rig.accept_result(again)
+    second = await rig.mission.work_item(again.work_item_id)
+    assert second["state"] == "verified"
+    assert second["submission"]["artifactHashes"] == [content]
 
 
 async def test_retries_stay_within_the_contract_and_a_permanent_failure_records_work_failed(
