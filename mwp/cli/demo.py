@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,9 +42,38 @@ def run(args: argparse.Namespace) -> int:
         return 0 if run_demo(args.state_dir) else 1
     from mwp.dev.mission_demo import demo_with_stack
 
+    interrupted = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN and _Interrupted()
     try:
-        ok = asyncio.run(demo_with_stack(args.state_dir, args.temporal_address))
-    except Exception as exc:  # report, then exit non-zero without a traceback wall
-        print(f"mwp demo: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
+        with interrupted or contextlib.nullcontext():
+            ok = asyncio.run(demo_with_stack(args.state_dir, args.temporal_address))
+    except KeyboardInterrupt:
         ok = False
+    except Exception as exc:  # report, then exit non-zero without a traceback wall
+        if not (interrupted and interrupted.seen):
+            print(f"mwp demo: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
+        ok = False
+    if interrupted and interrupted.seen:
+        print("mwp demo: interrupted; the embedded stack is stopped", file=sys.stderr)
+        return 130
     return 0 if ok else 1
+
+
+class _Interrupted:
+    """Notes a Ctrl-C and lets asyncio cancel the demo as usual: what the cancelled Commands
+    then raise is the interruption, not a failure to report."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _Interrupted:
+        self._previous = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        raise KeyboardInterrupt

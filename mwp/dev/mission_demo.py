@@ -35,6 +35,7 @@ from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import open_store
 
 ORGANIZATION = "urn:mwp:organization:demo"
+DEMO_NAMESPACE = "mwp-demo"  # the demo's namespace on an existing cluster
 STAGES = ("Analyse the requirements", "Implement the change", "Test the change")
 
 
@@ -228,10 +229,15 @@ async def demo_with_stack(
         port=free_port() if temporal_address is None else None,
         ui_port=free_port() if temporal_address is None else None,
         temporal_address=temporal_address,
+        # On a cluster others use (a running `mwp dev`), a namespace of the demo's own: its
+        # worker is then the only one serving the demo Organization's workflows, whose keys
+        # no other worker holds.
+        namespace="default" if temporal_address is None else DEMO_NAMESPACE,
     )
     async with DevStack(config) as stack:
-        out(f"Temporal at {stack.address}; UI {stack.ui_url or '(existing cluster)'}")
-        client = await connect(stack.address)
+        where = f"namespace {config.namespace}"
+        out(f"Temporal at {stack.address} ({where}); UI {stack.ui_url or '(existing cluster)'}")
+        client = await connect(stack.address, config.namespace)
         ok = await run_mission_demo(
             client,
             _registrar(KeyStore.in_state_dir(state_dir)),
@@ -242,7 +248,8 @@ async def demo_with_stack(
         if stack.ui_url:
             out(
                 f"The UI at {stack.ui_url} closes with this demo; to browse the Mission "
-                "afterwards, run `mwp dev` and then `mwp demo --temporal-address 127.0.0.1:7233`."
+                "afterwards, run `mwp dev` and then `mwp demo --temporal-address 127.0.0.1:7233` "
+                f"(its Missions are in namespace {DEMO_NAMESPACE} of that UI)."
             )
         return ok
 

@@ -45,6 +45,9 @@ from mwp.contracts.names import AUTHORITY_TASK_QUEUE, SEARCH_ATTRIBUTES
 
 DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
+# Workflow histories of a namespace the stack creates on an existing cluster are kept this long.
+NAMESPACE_RETENTION_DAYS = 3
+NAMESPACE_READY_POLLS = 120  # a quarter second apart
 DB_FILE = "temporal.sqlite"
 LOG_FILE = "temporal-server.log"
 LOCK_FILE = "dev-stack.lock"
@@ -347,6 +350,7 @@ class DevStack:
                 self.startup_seconds = time.monotonic() - started
             else:
                 self.client = await self._connect_existing()
+                await ensure_namespace(self.client, self.config.namespace)
                 await ensure_search_attributes(self.client, self.config.namespace)
             if self.config.run_worker:
                 await self._start_worker()
@@ -482,6 +486,47 @@ async def _require_search_attributes(client: Any, namespace: str) -> None:
     missing = [n for n in SEARCH_ATTRIBUTES if n not in listed.custom_attributes]
     if missing:
         raise StackError(f"search attributes not registered yet: {', '.join(missing)}")
+
+
+async def ensure_namespace(client: Any, namespace: str) -> bool:
+    """Register ``namespace`` on a cluster unless it exists; whether it was added. A cluster
+    that refuses (no permission) leaves the error to the first call that needs it."""
+    from google.protobuf.duration_pb2 import Duration
+    from temporalio.api.workflowservice.v1 import (
+        CountWorkflowExecutionsRequest,
+        DescribeNamespaceRequest,
+        RegisterNamespaceRequest,
+    )
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=namespace)
+        )
+        return False
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+    retention = Duration(seconds=NAMESPACE_RETENTION_DAYS * 86400)
+    try:
+        await client.workflow_service.register_namespace(
+            RegisterNamespaceRequest(
+                namespace=namespace, workflow_execution_retention_period=retention
+            )
+        )
+    except RPCError as error:
+        if error.status != RPCStatusCode.ALREADY_EXISTS:
+            raise StackError(f"cannot create namespace {namespace!r}: {error}") from error
+    # The server serves a new namespace once its namespace cache refreshes (seconds later).
+    for _ in range(NAMESPACE_READY_POLLS):
+        try:
+            await client.workflow_service.count_workflow_executions(
+                CountWorkflowExecutionsRequest(namespace=namespace)
+            )
+            return True
+        except RPCError:
+            await asyncio.sleep(0.25)
+    raise StackError(f"namespace {namespace!r} was created but is not served yet")
 
 
 async def ensure_search_attributes(client: Any, namespace: str) -> list[str]:

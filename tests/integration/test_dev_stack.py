@@ -3,6 +3,7 @@ startup failures that explain themselves, and the existing-cluster mode."""
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 import re
@@ -233,3 +234,21 @@ def test_the_embedded_server_runs_sqlite_in_wal_mode_with_a_larger_history_sugge
     ).command()
     assert "limit.historySize.suggestContinueAsNew=1024" in lowered
     assert "limit.historySize.suggestContinueAsNew=16777216" not in lowered
+
+
+async def test_the_demo_on_a_cluster_that_another_authority_worker_serves_runs_apart(
+    temporal_stack: BackgroundStack, tmp_path: Path
+) -> None:
+    """`mwp demo --temporal-address` next to a running `mwp dev`: that stack's worker holds
+    other keys, so on a shared namespace it would take the demo's tasks and refuse them."""
+    from mwp.dev.mission_demo import DEMO_NAMESPACE, demo_with_stack
+
+    lines: list[str] = []
+    # On a shared namespace the demo would wait forever on tasks the other worker refuses.
+    demo = demo_with_stack(tmp_path, temporal_stack.address, lines.append)
+    assert await asyncio.wait_for(demo, timeout=120)
+    assert f"(namespace {DEMO_NAMESPACE})" in lines[0]
+    assert "Mission state: approved" in lines[-1]
+    client = await connect(temporal_stack.address, DEMO_NAMESPACE)
+    demo_runs = [w async for w in client.temporal.list_workflows("WorkflowType='MissionWorkflow'")]
+    assert demo_runs, "the demo's Mission runs in its own namespace"
