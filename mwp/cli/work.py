@@ -238,7 +238,12 @@ async def _offer(args: argparse.Namespace) -> int:
     members = {m["member"]["id"]: m for m in view.get("memberships", [])}
     candidates, newcomer = [], False
     for name in args.candidates:
-        agent_id = shared.signer(args.state_dir, name).principal.id
+        principal = shared.signer(args.state_dir, name).principal
+        if principal.type != "agent":
+            raise shared.MissionCliError(
+                f"offers go to agents; {principal.id} is a {principal.type}"
+            )
+        agent_id = principal.id
         card_version, matches = await _card_matching(client, args.state_dir, agent_id, required)
         basis = selection_basis(in_seconds(60), required[0])
         basis["requiredCapabilities"], basis["verifiedMatches"] = required, matches

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from mwp.client import connect, new_id
+from mwp.client import Identity, KeyStore, connect, new_id
 from mwp.client.missions import MissionClient, in_seconds
+from mwp.core.trust.registry import Principal
 from mwp.dev.scenario import selection_basis, work_contract
 from mwp.dev.stack import BackgroundStack
 from mwp.stores.artifacts import ArtifactStore
@@ -144,3 +145,81 @@ def _work_item(stack: BackgroundStack, state: Path, mission: str, item: str) -> 
         return await handle.work_item(item)
 
     return asyncio.run(query())
+
+
+def test_work_commands_name_each_mistake_and_send_nothing(
+    temporal_stack: BackgroundStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / ".mwp"
+    common = ["--address", temporal_stack.address, "--state-dir", str(state)]
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        return _run(capsys, *argv, *common)
+
+    assert run("registry", "init", "--org", f"urn:mwp:organization:work-{tmp_path.name}")[0] == 0
+    assert run("registry", "add-human", "ada")[0] == 0
+    assert run("registry", "add-agent", "planner", "--owner", "ada")[0] == 0
+    assert run("registry", "add-agent", "coder", "--owner", "ada",
+               "--capability", "acme.code@2.1.0")[0] == 0  # fmt: skip
+    code, out, err = run("mission", "create", "--owner", "ada", "--coordinator", "planner",
+                         "--objective", "Ship it")  # fmt: skip
+    assert code == 0, err
+    mission = next(line.split()[1] for line in out.splitlines() if line.startswith("Mission "))
+    sequence = json.loads(run("mission", "show", mission, "--json")[1])["sequence"]
+
+    def refused(*argv: str, why: str) -> None:
+        code, out, err = run("mission", *argv)
+        assert code == 1 and why in err and "Traceback" not in err, (out, err)
+
+    refused("send", mission, "work.ofer", "--as", "planner", why="did you mean work.offer")
+    refused("authorize", mission, "--as", "planner", why="a WorkItem needs a goal")
+    contract_file = tmp_path / "item.toml"
+    contract_file.write_text('goal = "Port it"\nowner = "me"\n')
+    refused("authorize", mission, "--as", "planner", "--contract", str(contract_file),
+            why="unknown keys owner")  # fmt: skip
+    contract_file = tmp_path / "item.json"
+    contract_file.write_text('{"goal": "Port it", "goal": "twice"}')
+    refused("authorize", mission, "--as", "planner", "--contract", str(contract_file),
+            why="duplicate member name 'goal'")  # fmt: skip
+    assert json.loads(run("mission", "show", mission, "--json")[1])["sequence"] == sequence
+
+    # A contract file: the short keys, and a Work Contract member under [contract].
+    contract_file = tmp_path / "port.toml"
+    contract_file.write_text(
+        'goal = "Port the parser"\ncriteria = ["It parses", "It is fast"]\n'
+        'capability = "acme.code@2.0.0"\n[contract]\nrequestedUrgency = "high"\n'
+    )
+    code, out, err = run("mission", "authorize", mission, "--as", "planner",
+                         "--contract", str(contract_file))  # fmt: skip
+    assert code == 0, err
+    item = next(line.split()[1] for line in out.splitlines() if line.startswith("WorkItem "))
+    view = json.loads(run("mission", "show", mission, "--json")[1])
+    [authorized] = [i for i in view["workItems"] if i["workItemId"] == item]
+    sequence = view["sequence"]
+
+    # Offers: no Agent Card, a card that does not serve the capability, a wrong ID.
+    short = item.rsplit(":", 1)[-1][:8]
+    refused("offer", mission, short, "--as", "planner", "--to", "ada",
+            why="offers go to agents; urn:mwp:human:ada is a human")  # fmt: skip
+    ghost = Identity.generate(Principal("agent", "urn:mwp:agent:ghost"))
+    KeyStore.in_state_dir(state).save("agent-ghost", ghost)  # a key, but never registered
+    refused("offer", mission, short, "--as", "planner", "--to", "ghost",
+            why="urn:mwp:agent:ghost has no Agent Card")  # fmt: skip
+    refused("offer", mission, item, "--as", "planner", "--to", "planner",
+            why="does not serve acme.code@2.0.0 (it declares mwp.dev.general@1.0.0)")  # fmt: skip
+    refused("offer", mission, "zzzz", "--as", "planner", "--to", "coder",
+            why="no WorkItems of this Mission match 'zzzz'")  # fmt: skip
+    refused("review", mission, item, "--as", "planner", "--accept", why="not submitted")
+    refused("review", mission, item, "--as", "planner", "--reject", why="--reject needs --reason")
+    refused("submit", mission, "--as", "planner", why="no WorkItem is verified yet")
+    refused("wait", mission, item, "--for", "done", why="unknown WorkItem state 'done'")
+    assert json.loads(run("mission", "show", mission, "--json")[1])["sequence"] == sequence
+
+    # The card that serves it (2.1.0 for 2.0.0: same major, newer): offered at its version.
+    code, out, err = run("mission", "offer", mission, item, "--as", "planner", "--to", "coder")
+    assert code == 0, err
+    assert "(Agent Card v1)" in out and "work.offer.created" in out
+    code, out, _ = run("mission", "show", mission, "--json")
+    offered = json.loads(out)
+    [record] = [i for i in offered["workItems"] if i["workItemId"] == item]
+    assert record["state"] == "offered" and authorized["state"] == "open"
