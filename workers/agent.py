@@ -11,6 +11,7 @@ stops cleanly on SIGINT or SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import json
 import os
@@ -44,6 +45,7 @@ from mwp.contracts.messages import group_authority
 from mwp.stores.objects import ObjectStore, S3ObjectStore, open_store
 from mwp.workers.plugin import MwpPlugin
 from mwp.workers.run_lines import RunLines, agent_name
+from mwp.workers.runtime_watch import RuntimeWatch
 
 # Where `mwp registry init` leaves the registry service key and the Organization's ID.
 REGISTRY_KEY_NAME = "registry-service"
@@ -222,6 +224,8 @@ class AgentSession:
     card_version: int
     session_epoch: int
     task_queue: str
+    # Set when the runtime stopped because another one opened a newer Session of the agent.
+    replaced_by: int | None = None
 
 
 async def run_agent_worker(
@@ -240,7 +244,8 @@ async def run_agent_worker(
     """Register, open a Session, run the agent's runtime until ``stop`` is set (without one:
     until SIGINT or SIGTERM); the session. ``scheduler_options`` go to the AgentWorkflow's
     input (for example ``lease_seconds``, ``weights``, ``quotas``). ``report`` gets one line
-    per run as its outcome is known (default: printed to stdout)."""
+    per run as its outcome is known, per declined offer, and when another runtime of the agent
+    replaced this one's Session, which stops it (default: printed to stdout)."""
     organization = organization_id_of(state_dir, organization_id)
     registrar = KeyStore.in_state_dir(state_dir).load(REGISTRY_KEY_NAME)
     client = await connect(address, namespace)
@@ -251,6 +256,7 @@ async def run_agent_worker(
     if isinstance(store, S3ObjectStore):
         store.ensure_bucket()
     queue = agent_task_queue(agent.agent_id)
+    lines = report or _print_line
     worker = build_agent_worker(
         client.temporal,
         agent,
@@ -258,7 +264,7 @@ async def run_agent_worker(
         task_queue=queue,
         runtime=client,
         card_version=card_version,
-        interceptors=[RunLines(agent_name(agent.agent_id), report or _print_line)],
+        interceptors=[RunLines(agent_name(agent.agent_id), lines)],
     )
     session = AgentSession(organization, card_version, epoch, queue)
     loop = asyncio.get_running_loop()
@@ -273,14 +279,17 @@ async def run_agent_worker(
             )
             inboxes = scheduler_inboxes(client, registry, agent, store)
             feeding = asyncio.create_task(inboxes.run(stop))
+            watch = RuntimeWatch(client.temporal, registry, agent.agent_id, epoch, lines)
+            watching = asyncio.create_task(watch.run(stop))
             if on_ready is not None:
                 on_ready(session)
             await stop.wait()
             await feeding
+            await watching
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)
-    return session
+    return dataclasses.replace(session, replaced_by=watch.replaced_by)
 
 
 def _print_line(line: str) -> None:

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mwp.cli import defaults
 from mwp.contracts.agent import QUERY_STATUS, PolicyChange, PreemptionRequest
 
 if TYPE_CHECKING:
@@ -43,9 +44,7 @@ def register(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
     run = actions.add_parser("run", help="register the agent, open a session, serve its tools")
     run.add_argument("target", metavar="MODULE:ATTR", help="the Agent, e.g. myagents.writer:agent")
-    run.add_argument(
-        "--address", default="127.0.0.1:7233", help="Temporal address (default 127.0.0.1:7233)"
-    )
+    run.add_argument("--address", default=defaults.address(), help=defaults.address_help())
     run.add_argument("--namespace", default="default", help="Temporal namespace")
     run.add_argument(
         "--state-dir", type=Path, default=Path(".mwp"), help="state folder (default: ./.mwp)"
@@ -64,6 +63,11 @@ def register(subparsers: Any) -> None:
         default=60,
         help="Execution Lease length requested at start, renewed every third (default 60)",
     )
+    run.add_argument(
+        "--replace",
+        action="store_true",
+        help="start even if another runtime of this agent is serving: its Session is fenced",
+    )
     run.set_defaults(handler=_run)
 
     def scheduler_command(
@@ -73,9 +77,7 @@ def register(subparsers: Any) -> None:
             name, help=help_text, description=help_text
         )
         command.add_argument("agent_id", metavar="AGENT_ID", help="the agent's ID (a URI)")
-        command.add_argument(
-            "--address", default="127.0.0.1:7233", help="Temporal address (default 127.0.0.1:7233)"
-        )
+        command.add_argument("--address", default=defaults.address(), help=defaults.address_help())
         command.add_argument("--namespace", default="default", help="Temporal namespace")
         if signs:
             command.add_argument(
@@ -230,7 +232,9 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         agent = load_agent(args.target)
-        asyncio.run(
+        if not args.replace:
+            asyncio.run(_refuse_if_running(args, agent.agent_id))
+        session = asyncio.run(
             run_agent_worker(
                 agent,
                 address=args.address,
@@ -242,11 +246,38 @@ def _run(args: argparse.Namespace) -> int:
                 scheduler_options={"lease_seconds": args.lease_seconds},
             )
         )
-    except (AgentWorkerError, ClientError) as exc:
+    except (AgentWorkerError, ClientError, AgentRunningError) as exc:
         print(f"mwp agent: {exc}", file=sys.stderr)
         return 1
     except MwpError as exc:
         print(f"mwp agent: refused: {exc.code.value}: {exc.message}", file=sys.stderr)
         return 1
+    if session.replaced_by is not None:
+        print(f"agent worker stopped: Session Epoch {session.replaced_by} replaced this runtime")
+        return REPLACED_STATUS
     print("agent worker stopped")
     return 0
+
+
+# The exit status of a runtime that stopped because another took its agent over.
+REPLACED_STATUS = 3
+
+
+class AgentRunningError(Exception):
+    """Another runtime serves this agent: starting would fence it (MWP-IDN-008)."""
+
+
+async def _refuse_if_running(args: argparse.Namespace, agent_id: str) -> None:
+    from temporalio.client import Client
+
+    from mwp.client.running_agent import live_pollers
+
+    client = await Client.connect(args.address, namespace=args.namespace)
+    pollers = await live_pollers(client, agent_id)
+    if pollers:
+        seen = ", ".join(f"{p.identity} ({p.seconds_ago:.0f} s ago)" for p in pollers)
+        raise AgentRunningError(
+            f"{agent_id} is already running (worker {seen}). Two runtimes must not serve one "
+            "agent: starting this one would open a new Session and fence the running one's "
+            "work. Stop it first, or pass --replace to take over from it."
+        )
