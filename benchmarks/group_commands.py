@@ -79,6 +79,7 @@ from mwp.dev.scenario import (
 from mwp.dev.stack import WAL_PRAGMAS, DevStack, free_port, stack_config
 from mwp.log.keys import AuthorityKeyring, provision_group_authority
 from mwp.workers.plugin import SANDBOX_PASSTHROUGH
+from mwp.workers.progress import Progress
 from mwp.workflows.mission import unpack_snapshot
 
 ORGANIZATION = "urn:mwp:organization:bench"
@@ -167,14 +168,31 @@ class CpuMeter:
 METER = CpuMeter(None)
 
 
-async def _lanes(phase: Phase, count: int, lane: Callable[[int], Awaitable[None]]) -> None:
-    """Run ``count`` lanes concurrently; record the wall-clock and CPU seconds they took."""
+async def _lanes(
+    phase: Phase, count: int, lane: Callable[[int], Awaitable[None]], total: int | None = None
+) -> None:
+    """Run ``count`` lanes concurrently; record the wall-clock and CPU seconds they took.
+    Given ``total``, stderr meanwhile shows ``phase.accepted`` growing towards it (the fill
+    reports on its own)."""
     process, server = METER.read()
-    start = time.perf_counter()
-    await asyncio.gather(*(lane(i) for i in range(count)))
-    phase.seconds = time.perf_counter() - start
+    with Progress(f"   {phase.name}", unit="accepted", enabled=total is not None) as shown:
+        # Polled, not reported per Update: the measured lanes do nothing for it.
+        watching = asyncio.create_task(_watch(phase, shown, total))
+        start = time.perf_counter()
+        try:
+            await asyncio.gather(*(lane(i) for i in range(count)))
+        finally:
+            phase.seconds = time.perf_counter() - start
+            watching.cancel()
+        shown.report(phase.accepted, total)
     process_after, server_after = METER.read()
     phase.process_cpu, phase.server_cpu = process_after - process, server_after - server
+
+
+async def _watch(phase: Phase, shown: Progress, total: int | None) -> None:
+    while True:
+        await asyncio.sleep(0.5)
+        shown.report(phase.accepted, total)
 
 
 async def raw_update_rate(client: Client, updates: int, in_flight: int) -> Phase:
@@ -193,7 +211,7 @@ async def raw_update_rate(client: Client, updates: int, in_flight: int) -> Phase
             phase.latencies.append(time.perf_counter() - sent)
             phase.accepted += 1
 
-    await _lanes(phase, in_flight, lane)
+    await _lanes(phase, in_flight, lane, updates)
     await handle.signal(BenchNoopWorkflow.finish)
     answered = await handle.result()
     if answered != updates + 1:
@@ -353,7 +371,7 @@ class GroupLoad:
             for plan in plans[index]:
                 await self._lifecycle(index, plan)
 
-        await _lanes(phase, self.in_flight, lane)
+        await _lanes(phase, self.in_flight, lane, per_lane * STEPS * self.in_flight)
         phase.last_sequence = self.sequence
         phase.last_run = await self._run_number()
         return phase

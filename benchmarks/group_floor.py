@@ -128,7 +128,7 @@ async def floor_rate(client: Client, updates: int, in_flight: int) -> Phase:
                 await handle.execute_update(BenchRelayWorkflow.relay, args=[item, step])
                 phase.accepted += 1
 
-    await _lanes(phase, in_flight, lane)
+    await _lanes(phase, in_flight, lane, lifecycles * STEPS * in_flight)
     await handle.signal(BenchRelayWorkflow.finish)
     answered = await handle.result()
     if answered != phase.accepted:

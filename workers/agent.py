@@ -46,6 +46,7 @@ from mwp.stores.objects import ObjectStore, S3ObjectStore, open_store
 from mwp.workers.plugin import MwpPlugin
 from mwp.workers.run_lines import RunLines, agent_name
 from mwp.workers.runtime_watch import RuntimeWatch
+from mwp.workers.tracing import active_interceptors
 
 # Where `mwp registry init` leaves the registry service key and the Organization's ID.
 REGISTRY_KEY_NAME = "registry-service"
@@ -248,7 +249,7 @@ async def run_agent_worker(
     replaced this one's Session, which stops it (default: printed to stdout)."""
     organization = organization_id_of(state_dir, organization_id)
     registrar = KeyStore.in_state_dir(state_dir).load(REGISTRY_KEY_NAME)
-    client = await connect(address, namespace)
+    client = await connect(address, namespace, interceptors=active_interceptors())
     registry = client.registry(organization, registrar)
     card_version = await ensure_registered(registry, agent)
     epoch = await registry.open_session(agent.agent_id)

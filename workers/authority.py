@@ -3,13 +3,16 @@
 Run standalone with ``python -m mwp.workers.authority --address HOST:PORT``; ``mwp dev`` and the
 test fixture run the same worker in-process (:func:`build_authority_worker`). With
 ``--metrics-port`` the worker serves Prometheus metrics (Temporal's and the product's,
-``mwp.contracts.metrics``) on ``http://HOST:PORT/metrics`` (docs/operations.md).
+``mwp.contracts.metrics``) on ``http://HOST:PORT/metrics``; ``--log-format json`` logs one JSON
+object per line and ``--otel-endpoint`` traces it (:mod:`mwp.workers.observability`,
+docs/operations.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -27,8 +30,18 @@ from mwp.activities.seal import ServiceSealer
 from mwp.contracts.metrics import DEFAULT_METRICS_PORT
 from mwp.contracts.names import AUTHORITY_TASK_QUEUE
 from mwp.log.keys import AuthorityKeyring
+from mwp.workers.log_format import core_logging
+from mwp.workers.observability import (
+    TracingUnavailableError,
+    add_observability_args,
+    configure_observability,
+)
 from mwp.workers.plugin import MwpPlugin
 from mwp.workers.registry import ACTIVITIES, WORKFLOWS
+
+SERVICE_NAME = "mwp-authority-worker"  # OpenTelemetry's service.name of its spans
+
+log = logging.getLogger("mwp.workers.authority")  # also when run as __main__
 
 
 def build_authority_worker(
@@ -79,7 +92,7 @@ def metrics_runtime(port: int, host: str = "127.0.0.1") -> Runtime:
     config = PrometheusConfig(
         bind_address=f"{host}:{port}", counters_total_suffix=True, durations_as_seconds=True
     )
-    return Runtime(telemetry=TelemetryConfig(metrics=config))
+    return Runtime(telemetry=TelemetryConfig(metrics=config, logging=core_logging()))
 
 
 async def run_authority_worker(
@@ -89,10 +102,14 @@ async def run_authority_worker(
     state_dir: Path,
     log_store: str | None = None,
     runtime: Runtime | None = None,
+    interceptors: Sequence[Any] = (),
 ) -> None:
     """Run until SIGINT or SIGTERM, then shut down gracefully. ``runtime`` (default: the
-    SDK's) is the one a :func:`metrics_runtime` gives, to serve metrics."""
-    client = await Client.connect(address, namespace=namespace, runtime=runtime)
+    SDK's) is the one a :func:`metrics_runtime` gives, to serve metrics; ``interceptors`` go
+    to the client (the tracing one, from :func:`configure_observability`)."""
+    client = await Client.connect(
+        address, namespace=namespace, runtime=runtime, interceptors=interceptors
+    )
     mirror = Mirror.open(log_store or state_dir / "objects", state_dir)
     worker = build_authority_worker(client, mirror=mirror)
     stop = asyncio.Event()
@@ -100,7 +117,7 @@ async def run_authority_worker(
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     async with worker:
-        print(f"authority worker polling {AUTHORITY_TASK_QUEUE!r} on {address}", flush=True)
+        log.info("authority worker polling %r on %s", AUTHORITY_TASK_QUEUE, address)
         await stop.wait()
 
 
@@ -128,23 +145,34 @@ def main(argv: Sequence[str] | None = None) -> None:
         default="127.0.0.1",
         help="address the metrics endpoint binds (0.0.0.0 in a container)",
     )
+    add_observability_args(parser)
     args = parser.parse_args(argv)
+    try:
+        observability = configure_observability(args, service_name=SERVICE_NAME)
+    except TracingUnavailableError as exc:
+        parser.exit(2, f"authority worker: {exc}\n")
+    if observability.otel_endpoint:
+        log.info("tracing to %s", observability.otel_endpoint)
     runtime = None
     if args.metrics_port:
         try:
             runtime = metrics_runtime(args.metrics_port, args.metrics_host)
         except ValueError as exc:  # the port is taken
             parser.exit(1, f"authority worker: {exc}\n")
-        print(f"metrics on http://{args.metrics_host}:{args.metrics_port}/metrics", flush=True)
-    asyncio.run(
-        run_authority_worker(
-            args.address,
-            args.namespace,
-            state_dir=args.state_dir,
-            log_store=args.log_store,
-            runtime=runtime,
+        log.info("metrics on http://%s:%s/metrics", args.metrics_host, args.metrics_port)
+    try:
+        asyncio.run(
+            run_authority_worker(
+                args.address,
+                args.namespace,
+                state_dir=args.state_dir,
+                log_store=args.log_store,
+                runtime=runtime,
+                interceptors=observability.interceptors,
+            )
         )
-    )
+    finally:
+        observability.shutdown()  # exports the last spans: os._exit below skips atexit
     # The Temporal SDK can crash at interpreter exit after a clean shutdown (DESIGN.md §5).
     sys.stdout.flush()
     os._exit(0)

@@ -5,6 +5,9 @@ I/O, clocks and randomness there, so a determinism slip fails a workflow task in
 forking a Group's history. Only the modules below are shared with the host process instead of
 re-imported, each for its reason; workflow modules import everything else plainly (never
 inside ``workflow.unsafe.imports_passed_through()``), so this list is the whole exception.
+
+When the process traces (:mod:`mwp.workers.tracing`), the plugin also gives every Worker and
+Replayer the process's tracing interceptor (a Worker whose client already has it keeps one).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from collections.abc import Mapping
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import UnsandboxedWorkflowRunner, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from mwp.workers.tracing import active_interceptors
 
 SANDBOX_PASSTHROUGH: Mapping[str, str] = {
     "mwp.core": (
@@ -48,7 +53,9 @@ def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
 
 class MwpPlugin(SimplePlugin):
     """Configures a Worker or Replayer the way production runs workflows: in the narrow sandbox
-    above."""
+    above, traced when the process traces."""
 
     def __init__(self) -> None:
-        super().__init__(PLUGIN_NAME, workflow_runner=_runner)
+        super().__init__(
+            PLUGIN_NAME, workflow_runner=_runner, interceptors=active_interceptors() or None
+        )

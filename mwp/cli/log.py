@@ -400,19 +400,23 @@ def _signed_action(
 
 def _compact(args: argparse.Namespace) -> int:
     from mwp.log.compaction import compact
+    from mwp.workers.progress import Progress
 
-    result = _signed_action(
-        args,
-        "compact",
-        lambda log, identity, evidence: compact(
-            log,
-            args.through,
-            identity.key_id,
-            identity.key,
-            evidence=evidence,
-            authority=_authority(args),
-        ),
-    )
+    # Every entry through --through is verified, then each online one is removed.
+    with Progress(f"compacting {args.group}", unit="steps", enabled=not args.json) as shown:
+        result = _signed_action(
+            args,
+            "compact",
+            lambda log, identity, evidence: compact(
+                log,
+                args.through,
+                identity.key_id,
+                identity.key,
+                evidence=evidence,
+                authority=_authority(args),
+                progress=shown.report,
+            ),
+        )
     if isinstance(result, int):
         return result
     if args.json:
@@ -442,19 +446,22 @@ def _compact(args: argparse.Namespace) -> int:
 
 def _archive(args: argparse.Namespace) -> int:
     from mwp.log.compaction import archive_group
+    from mwp.workers.progress import Progress
 
-    reference = _signed_action(
-        args,
-        "archive",
-        lambda log, identity, evidence: archive_group(
-            log,
-            identity.key_id,
-            identity.key,
-            evidence=evidence,
-            authority=_authority(args),
-            require_closed=not args.allow_open,
-        ),
-    )
+    with Progress(f"verifying {args.group}", unit="entries", enabled=not args.json) as shown:
+        reference = _signed_action(
+            args,
+            "archive",
+            lambda log, identity, evidence: archive_group(
+                log,
+                identity.key_id,
+                identity.key,
+                evidence=evidence,
+                authority=_authority(args),
+                require_closed=not args.allow_open,
+                progress=shown.report,
+            ),
+        )
     if isinstance(reference, int):
         return reference
     if args.json:

@@ -59,6 +59,7 @@ async def _run(args: argparse.Namespace) -> int:
     from mwp.log.keys import AuthorityKeyring
     from mwp.log.rebuild import RebuildError, compare, rebuild
     from mwp.stores.objects import open_store
+    from mwp.workers.progress import Progress
 
     try:
         organization_id = organization_id_of(args.state_dir, args.org)
@@ -71,10 +72,15 @@ async def _run(args: argparse.Namespace) -> int:
         raise RebuildError(f"no Group Authority key of {organization_id} in {args.state_dir}")
     client = await connect(args.address, args.namespace)
     destination = open_store(args.into)
-    rebuilt = await rebuild(client.temporal, args.group, destination, authority)
-    comparison = compare(
-        GroupEventLog(open_store(args.store), args.group), GroupEventLog(destination, args.group)
-    )
+    shown = not args.json  # stdout is the JSON document alone, stderr stays quiet
+    with Progress(f"reading the history of {args.group}", unit="events", enabled=shown) as read:
+        rebuilt = await rebuild(client.temporal, args.group, destination, authority, read.report)
+    with Progress("comparing with the mirrored log", unit="entries", enabled=shown) as compared:
+        comparison = compare(
+            GroupEventLog(open_store(args.store), args.group),
+            GroupEventLog(destination, args.group),
+            compared.report,
+        )
     result = {
         "group": args.group,
         "workflowId": rebuilt.workflow_id,

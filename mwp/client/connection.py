@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, Interceptor, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -226,11 +226,18 @@ def _not_found_as(workflow_id: str) -> Iterator[None]:
 
 
 async def connect(
-    address: str = "127.0.0.1:7233", namespace: str = "default", *, timeout: float = 10.0
+    address: str = "127.0.0.1:7233",
+    namespace: str = "default",
+    *,
+    timeout: float = 10.0,
+    interceptors: Sequence[Interceptor] = (),
 ) -> MwpClient:
-    """Connect to the runtime's Temporal; a :class:`ClientError` if nothing answers."""
+    """Connect to the runtime's Temporal; a :class:`ClientError` if nothing answers.
+    ``interceptors``: client interceptors, e.g. the tracing one (docs/operations.md)."""
     try:
-        temporal = await asyncio.wait_for(Client.connect(address, namespace=namespace), timeout)
+        temporal = await asyncio.wait_for(
+            Client.connect(address, namespace=namespace, interceptors=interceptors), timeout
+        )
     except Exception as exc:
         raise ClientError(
             f"cannot reach Temporal at {address} (namespace {namespace}): {exc}. "

@@ -120,6 +120,7 @@ def compact(
     evidence: RegistryEvidence,
     authority: Principal | None = None,
     created_at: str | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> CompactionResult:
     """Snapshot the Group through ``through_sequence`` and move those entries to the archive.
 
@@ -127,7 +128,8 @@ def compact(
     Principal ``evidence`` binds to ``key_id``). ``authority``, when given, is also required as
     the ``acceptedBy`` of every entry. Raises :class:`SnapshotError` (the log is not sound
     through that sequence, cannot be replayed, or a conflicting snapshot or archive object is
-    stored), leaving the online log as it was.
+    stored), leaving the online log as it was. ``progress(done, total)`` hears of every entry
+    verified, then of every entry removed.
     """
     group_id, store = log.group_id, log.store
     signer = _signer(evidence, key_id, key, group_id, authority)
@@ -135,7 +137,9 @@ def compact(
     first_online = log.first_sequence()
     last = log.last_sequence()
     if store.exists(record_key):  # a retry: finish what that compaction started
-        return _finish(log, _load_record(store, record_key, group_id), first_online, 0)
+        record = _load_record(store, record_key, group_id)
+        steps = _Steps(progress, _removals(record["throughSequence"], first_online))
+        return _finish(log, record, first_online, 0, steps)
     if through_sequence < 1 or through_sequence >= last:
         raise SnapshotError(
             "bad-request",
@@ -163,7 +167,10 @@ def compact(
                     "conflict", f"the archive holds other bytes for {sequence}", group_id=group_id
                 ) from None
 
-    history = _VerifiedHistory(log, through_sequence, evidence, authority, archive_online)
+    steps = _Steps(progress, through_sequence + _removals(through_sequence, first_online))
+    history = _VerifiedHistory(
+        log, through_sequence, evidence, authority, archive_online, on_progress=steps
+    )
     group = _replay(history, group_id)
     state = state_document(
         group_id,
@@ -197,11 +204,32 @@ def compact(
         store.put_if_absent(record_key, canonicalize(record))
     except ObjectConflict:
         raise SnapshotError("conflict", "another compaction record", group_id=group_id) from None
-    return _finish(log, record, first_online, archived)
+    return _finish(log, record, first_online, archived, steps)
+
+
+class _Steps:
+    """Counts an operation's steps for its ``progress`` callback (which may be None)."""
+
+    def __init__(self, progress: Callable[[int, int | None], None] | None, total: int) -> None:
+        self.progress, self.done, self.total = progress, 0, total
+
+    def __call__(self) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
+def _removals(through: int, first_online: int | None) -> int:
+    """How many online entries a compaction through ``through`` removes."""
+    return max(0, through - (first_online or through + 1) + 1)
 
 
 def _finish(
-    log: GroupEventLog, record: Mapping[str, Any], first_online: int | None, archived: int
+    log: GroupEventLog,
+    record: Mapping[str, Any],
+    first_online: int | None,
+    archived: int,
+    steps: _Steps,
 ) -> CompactionResult:
     """Remove the online entries the record covers, lowest first, each only once its archived
     copy holds the same bytes (so the online log stays contiguous whatever happens)."""
@@ -220,6 +248,7 @@ def _finish(
                 "conflict", f"the archive holds other bytes for {sequence}", group_id=group_id
             )
         deleted += delete_object(store, log.key(sequence))
+        steps()
     reference = SnapshotReference.from_json(group_id, record["snapshot"])
     return CompactionResult(
         snapshot=reference,
@@ -255,6 +284,7 @@ def archive_group(
     authority: Principal | None = None,
     created_at: str | None = None,
     require_closed: bool = True,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> SnapshotReference:
     """Write the signed final snapshot of the Group through its last stored sequence.
 
@@ -262,7 +292,7 @@ def archive_group(
     WorkItem, the decisions, the approvals and every Artifact reference. Refused with
     ``INVALID_STATE_TRANSITION`` while the Mission is not closed (unless ``require_closed`` is
     False). Idempotent: an equal final snapshot already stored is returned as it is. Deletes
-    nothing.
+    nothing. ``progress(done, total)`` hears of every entry verified.
     """
     group_id = log.group_id
     signer = _signer(evidence, key_id, key, group_id, authority)
@@ -272,7 +302,9 @@ def archive_group(
             "bad-request", "no entries", group_id=group_id, code=ErrorCode.GROUP_NOT_FOUND
         )
     projection = ArchiveProjection()
-    history = _VerifiedHistory(log, last, evidence, authority, None, projection.add)
+    history = _VerifiedHistory(
+        log, last, evidence, authority, None, projection.add, on_progress=_Steps(progress, last)
+    )
     group = _replay(history, group_id)
     mission = group.mission_view()
     if require_closed and mission.get("state") not in TERMINAL_MISSION_STATES:
@@ -412,12 +444,15 @@ class _VerifiedHistory:
         authority: Principal | None,
         on_entry: Callable[[int, bytes, bool], None] | None,
         on_event: Callable[[Mapping[str, Any]], None] | None = None,
+        *,
+        on_progress: Callable[[], None] | None = None,
     ) -> None:
         self.log = log
         self.through = through
         self.verifier = ChainVerifier(log.group_id, evidence, authority=authority)
         self.on_entry = on_entry
         self.on_event = on_event
+        self.on_progress = on_progress
         self.event_ids: list[str] = []
         self.head_hash = ""
 
@@ -451,6 +486,8 @@ class _VerifiedHistory:
             event = unsealed(entry.event)
             if self.on_event is not None:
                 self.on_event(event)
+            if self.on_progress is not None:
+                self.on_progress()
             yield event
 
     def _fail(self, fault: Any) -> None:

@@ -11,7 +11,7 @@ the log from this rebuild.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,9 @@ from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import ObjectStore
 
 CLAUSES: tuple[str, ...] = ("MWP-MSN-009",)
+
+# ``progress(done, total)``: history events read (total unknown), or sequences compared.
+Progress = Callable[[int, int | None], None]
 
 
 class RebuildError(RuntimeError):
@@ -57,17 +60,23 @@ async def mission_workflow_of(client: Client, group_id: str) -> str:
     return found.pop()
 
 
-async def events_from_history(client: Client, workflow_id: str) -> tuple[list[dict[str, Any]], int]:
+async def events_from_history(
+    client: Client, workflow_id: str, progress: Progress | None = None
+) -> tuple[list[dict[str, Any]], int]:
     """Every accepted Event in the workflow's histories (all runs), in Group order; and the
-    number of runs read."""
+    number of runs read. ``progress`` hears of every history event read."""
     runs = [
         execution.run_id
         async for execution in client.list_workflows(f"WorkflowId = '{_quoted(workflow_id)}'")
     ]
     by_sequence: dict[int, dict[str, Any]] = {}
+    read = 0
     for run_id in runs:
         handle = client.get_workflow_handle(workflow_id, run_id=run_id)
         async for event in handle.fetch_history_events():
+            read += 1
+            if progress is not None:
+                progress(read, None)
             for accepted in await _accepted_events(client, event):
                 _keep(by_sequence, accepted)
     if not by_sequence:
@@ -106,11 +115,16 @@ def _keep(by_sequence: dict[int, dict[str, Any]], event: Mapping[str, Any]) -> N
 
 
 async def rebuild(
-    client: Client, group_id: str, destination: ObjectStore, authority: Identity
+    client: Client,
+    group_id: str,
+    destination: ObjectStore,
+    authority: Identity,
+    progress: Progress | None = None,
 ) -> Rebuilt:
-    """Seal the Group's Events from history into ``destination`` with ``authority``'s key."""
+    """Seal the Group's Events from history into ``destination`` with ``authority``'s key;
+    ``progress`` hears of every history event read."""
     workflow_id = await mission_workflow_of(client, group_id)
-    events, runs = await events_from_history(client, workflow_id)
+    events, runs = await events_from_history(client, workflow_id, progress)
     if any(e["groupId"] != group_id for e in events):
         raise RebuildError("history holds Events of another Group")
     log = GroupEventLog(destination, group_id)
@@ -118,10 +132,15 @@ async def rebuild(
     return Rebuilt(workflow_id, runs, len(events), result.written)
 
 
-def compare(one: GroupEventLog, other: GroupEventLog) -> Comparison:
-    """Whether two logs of a Group hold the same bytes at every sequence."""
+def compare(
+    one: GroupEventLog, other: GroupEventLog, progress: Progress | None = None
+) -> Comparison:
+    """Whether two logs of a Group hold the same bytes at every sequence; ``progress`` hears
+    of every sequence compared."""
     last = max(one.last_sequence(), other.last_sequence())
     for sequence in range(1, last + 1):
+        if progress is not None:
+            progress(sequence, last)
         mine, theirs = one.store.get(one.key(sequence)), other.store.get(other.key(sequence))
         if mine is None or theirs is None or mine != theirs:
             return Comparison(sequence - 1, sequence)
