@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from mwp.cli import defaults
 from mwp.contracts.agent import QUERY_STATUS, PolicyChange, PreemptionRequest
+from mwp.workers.observability import add_observability_args
 
 if TYPE_CHECKING:
     from mwp.client import Identity
@@ -68,6 +69,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="start even if another runtime of this agent is serving: its Session is fenced",
     )
+    add_observability_args(run)
     run.set_defaults(handler=_run)
 
     def scheduler_command(
@@ -220,6 +222,20 @@ async def _weight(handle: Any, args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from mwp.workers.observability import TracingUnavailableError, configure_observability
+
+    try:
+        observability = configure_observability(args, service_name="mwp-agent")
+    except TracingUnavailableError as exc:
+        print(f"mwp agent: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return _serve(args)
+    finally:
+        observability.shutdown()
+
+
+def _serve(args: argparse.Namespace) -> int:
     from mwp.client import ClientError
     from mwp.core.errors import MwpError
     from mwp.workers.agent import AgentSession, AgentWorkerError, load_agent, run_agent_worker
@@ -272,7 +288,10 @@ async def _refuse_if_running(args: argparse.Namespace, agent_id: str) -> None:
 
     from mwp.client.running_agent import live_pollers
 
-    client = await Client.connect(args.address, namespace=args.namespace)
+    try:
+        client = await Client.connect(args.address, namespace=args.namespace)
+    except RuntimeError:
+        return  # unreachable: starting the runtime reports it, after its own checks
     pollers = await live_pollers(client, agent_id)
     if pollers:
         seen = ", ".join(f"{p.identity} ({p.seconds_ago:.0f} s ago)" for p in pollers)

@@ -1,7 +1,8 @@
 """`mwp dev`: run the embedded stack (Temporal dev server + authority worker) until Ctrl-C.
 
 The Temporal state is a SQLite file under the state folder (default ``./.mwp``), so a later
-``mwp dev`` in the same folder finds the workflows of the earlier one.
+``mwp dev`` in the same folder finds the workflows of the earlier one. ``--log-format`` and
+``--otel-endpoint`` configure its logs and tracing (:mod:`mwp.workers.observability`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mwp.cli import defaults
 from mwp.contracts.metrics import DEFAULT_METRICS_PORT
+from mwp.workers.observability import add_observability_args
+
+SERVICE_NAME = "mwp-dev"  # OpenTelemetry's service.name of the embedded worker's spans
 
 
 def register(subparsers: Any) -> None:
@@ -28,8 +33,18 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--state-dir", type=Path, default=Path(".mwp"), help="state folder (default: ./.mwp)"
     )
-    parser.add_argument("--port", type=int, default=7233, help="Temporal gRPC port (7233)")
-    parser.add_argument("--ui-port", type=int, default=8233, help="web UI port (8233)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=defaults.port(),
+        help=f"Temporal gRPC port ({defaults.port()}; the port of ${defaults.ADDRESS_ENV})",
+    )
+    parser.add_argument(
+        "--ui-port",
+        type=int,
+        default=defaults.ui_port(),
+        help=f"web UI port ({defaults.ui_port()}; ${defaults.UI_PORT_ENV} sets it)",
+    )
     parser.add_argument("--headless", action="store_true", help="run without the web UI")
     parser.add_argument("--namespace", default="default", help="Temporal namespace")
     parser.add_argument(
@@ -55,14 +70,26 @@ def register(subparsers: Any) -> None:
             f"(alone: {DEFAULT_METRICS_PORT}; 0 or absent: off)"
         ),
     )
+    add_observability_args(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    return asyncio.run(_serve(args))
+    from mwp.workers.observability import TracingUnavailableError, configure_observability
+
+    try:
+        # Before the stack starts: its worker takes the tracing interceptor from MwpPlugin.
+        observability = configure_observability(args, service_name=SERVICE_NAME)
+    except TracingUnavailableError as exc:
+        print(f"mwp dev: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_serve(args, observability.otel_endpoint))
+    finally:
+        observability.shutdown()
 
 
-async def _serve(args: argparse.Namespace) -> int:
+async def _serve(args: argparse.Namespace, otel_endpoint: str | None = None) -> int:
     from mwp.dev.stack import DevStack, StackError, stack_config
 
     try:
@@ -93,6 +120,8 @@ async def _serve(args: argparse.Namespace) -> int:
         return 1
     for line in stack.describe():
         print(f"  {line}")
+    if otel_endpoint:
+        print(f"  Tracing    OTLP to {otel_endpoint}")
     started = f" in {stack.startup_seconds:.1f} s" if stack.startup_seconds is not None else ""
     print(f"Ready{started}. Press Ctrl-C to stop.", flush=True)
 
