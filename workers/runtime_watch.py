@@ -24,6 +24,8 @@ from typing import Any, Protocol
 from mwp.contracts.agent import QUERY_STATUS, agent_workflow_id
 from mwp.workers.run_lines import agent_name, short
 
+CLAUSES: tuple[str, ...] = ("MWP-IDN-003", "MWP-IDN-008")
+
 POLL_SECONDS = 2.0
 
 

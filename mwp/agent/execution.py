@@ -63,6 +63,7 @@ from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import ObjectStore
 
 CLAUSES: tuple[str, ...] = (
+    "MWP-IDN-003",
     "MWP-WRK-013",
     "MWP-WRK-015",
     "MWP-WRK-017",
@@ -77,6 +78,8 @@ log = logging.getLogger(__name__)
 FENCED_CODES = frozenset({ErrorCode.WORK_LEASE_EXPIRED, ErrorCode.WORK_STALE_OWNERSHIP})
 CHECKPOINT_PREFIX = "checkpoints/"
 LATE_RESULT_PREFIX = "late-results/"
+# The failure code of work given back after an upgrade of the agent its pins cannot follow.
+INCOMPATIBLE_UPGRADE = "AGENT_CARD_INCOMPATIBLE"
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
 
 
@@ -213,6 +216,9 @@ class LeasedExecution:
     async def run(self) -> ExecutionOutcome:
         view = await self.channel.work_item(self.order.work_item_id)
         self.contract = view["contract"]
+        unserved = self._unserved_pins(view)
+        if unserved:
+            return await self._give_back(view, unserved)
         self.spec = self.agent.capability_for(self.contract["requiredCapabilities"])
         if self.spec is None:
             return ExecutionOutcome("not_started", detail={"reason": "no declared capability"})
@@ -229,6 +235,39 @@ class LeasedExecution:
             renewals.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewals
+
+    def _unserved_pins(self, view: Json) -> list[str]:
+        """MWP-IDN-003 across an upgrade of the agent: the assignment pinned an Agent Card and
+        capability versions. A runtime serving another card version continues the work when it
+        still declares every pinned capability version (a compatible upgrade: its Artifacts
+        record the pinned card), and names the pins it no longer serves otherwise."""
+        owner = view.get("owner") or {}
+        pinned = owner.get("agentCardVersion")
+        if pinned is None or pinned == self.card_version:
+            return []
+        unserved = [
+            f"{pin['id']}@{pin['version']}"
+            for pin in owner.get("capabilityPins", [])
+            if self.agent.find_capability(pin["id"], pin["version"]) is None
+        ]
+        if not unserved:
+            self.card_version = int(pinned)
+        return unserved
+
+    async def _give_back(self, view: Json, unserved: list[str]) -> ExecutionOutcome:
+        """An incompatible upgrade: execution must not go on under the old acceptance. The
+        work's latest checkpoint stays named in the Group; the owner fails the item, which
+        returns it to the Coordinator to offer again at the new card (renewed acceptance)."""
+        lease = view.get("executionLease") or {}
+        if view["state"] == "active" and lease.get("holderAgentId") == self.order.agent_id:
+            self.lease_id = lease.get("leaseId")
+        pinned = (view.get("owner") or {}).get("agentCardVersion")
+        failure = CapabilityFailure(
+            f"the assignment pins Agent Card v{pinned} with {', '.join(unserved)}; this runtime "
+            f"serves Agent Card v{self.card_version}, which does not: offer the WorkItem again",
+            code=INCOMPATIBLE_UPGRADE,
+        )
+        return await self._fail(INCOMPATIBLE_UPGRADE, failure, 0)
 
     async def _start(self, view: Json) -> ExecutionOutcome | None:
         """None once a lease is held; otherwise why this run cannot start."""
@@ -323,13 +362,15 @@ class LeasedExecution:
         data = canonicalize(record)
         digest = hashlib.sha256(data).hexdigest()
         await asyncio.to_thread(self.store.put_if_absent, f"failure-evidence/{digest}.json", data)
+        attempted = f" after {attempts} attempt(s)" if attempts else ""
         payload = {
             "ownershipEpoch": o.ownership_epoch,
-            "leaseId": self.lease_id,
-            "reason": f"{code} after {attempts} attempt(s): {exc}"[:1000],
+            "reason": f"{code}{attempted}: {exc}"[:1000],
             "failureCode": code,
             "failureEvidenceIds": [f"urn:mwp:evidence:failure:{digest}"],
         }
+        if self.lease_id is not None:  # named when the item is active under this run's lease
+            payload["leaseId"] = self.lease_id
         try:
             await self._send_locked(OwnerCommand("work.fail", o.work_item_id, payload))
         except MwpError as error:

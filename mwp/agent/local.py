@@ -149,7 +149,7 @@ class LocalGroup:
         if kind is None:
             raise MwpError(ErrorCode.INVALID_COMMAND, f"{command.kind} is not an owner Command")
         p, view = command.payload, self.view
-        if view["state"] != kind.state:
+        if view["state"] not in ((kind.state,) if isinstance(kind.state, str) else kind.state):
             raise MwpError(
                 ErrorCode.INVALID_STATE_TRANSITION,
                 f"{command.kind} is not permitted while the WorkItem is {view['state']}",
@@ -159,8 +159,12 @@ class LocalGroup:
         if fenced or p.get("ownershipEpoch") != view["ownershipEpoch"]:
             raise MwpError(ErrorCode.WORK_STALE_OWNERSHIP, "the Ownership Epoch is fenced")
         lease = view.get("executionLease")
-        if kind.leased and (
-            lease is None or lease["leaseId"] != p.get("leaseId") or lease["state"] != "active"
+        if (
+            kind.leased
+            and view["state"] == "active"
+            and (
+                lease is None or lease["leaseId"] != p.get("leaseId") or lease["state"] != "active"
+            )
         ):
             raise MwpError(ErrorCode.WORK_LEASE_EXPIRED, "not the current Execution Lease")
         return kind
@@ -226,9 +230,9 @@ class LocalGroup:
 
 @dataclass(frozen=True)
 class _Kind:
-    state: str  # the WorkItem state the Command needs
+    state: str | tuple[str, ...]  # the WorkItem state(s) the Command needs
     event: str  # the Event kind it is recorded as
-    leased: bool  # whether it must name the current, unexpired Execution Lease
+    leased: bool  # whether, while active, it must name the current, unexpired Execution Lease
     payload: Callable[[LocalGroup, Json, str], Json]  # the Event payload (Group, payload, now)
     evolve: Callable[[Json, Json], None]  # how the view follows the Event
 
@@ -331,7 +335,8 @@ _KINDS: dict[str, _Kind] = {
     WORK_CHECKPOINT: _Kind("active", "work.checkpointed", True, _as_sent, _evolve_checkpointed),
     WORK_BLOCK: _Kind("active", "work.blocked", True, _as_sent, _evolve_blocked),
     WORK_SUBMIT: _Kind("active", "work.submitted", True, _submitted, _evolve_submitted),
-    WORK_FAIL: _Kind("active", "work.failed", True, _failed, _evolve_failed),
+    # The owner may also give up queued or blocked work (no lease to name then).
+    WORK_FAIL: _Kind(("queued", "active", "blocked"), "work.failed", True, _failed, _evolve_failed),
     "artifact.publish": _Kind("active", "artifact.published", True, _as_sent, _unchanged),
 }
 

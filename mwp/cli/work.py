@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from mwp.cli import mission_context as shared
 
+CLAUSES: tuple[str, ...] = ("MWP-IDN-003",)
+
 if TYPE_CHECKING:
     from mwp.client import MwpClient
     from mwp.client.missions import MissionHandle

@@ -21,6 +21,8 @@ from temporalio.client import Client
 
 from mwp.contracts.agent import agent_task_queue
 
+CLAUSES: tuple[str, ...] = ("MWP-IDN-008",)
+
 # Longer than one long poll (the server answers an idle poll after about a minute), so a live
 # worker between two polls is still seen.
 LIVE_POLL_SECONDS = 75.0
