@@ -29,7 +29,7 @@ import base64
 import contextlib
 import json
 import zlib
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -53,10 +53,13 @@ from mwp.contracts.messages import (
 )
 from mwp.contracts.metrics import CommandMetrics
 from mwp.contracts.mission import (
+    CLOSED_RETENTION_SECONDS,
+    DETAILS_ROWS,
     MIRROR_BATCH_BYTES,
     MIRROR_BATCH_LIMIT,
     MIRROR_EVENTS,
     MIRROR_OUTBOX_LIMIT,
+    MISSION_FAILED,
     MISSION_TASK_TIMEOUT,
     MISSION_WORKFLOW_TYPE,
     QUERY_EPOCHS,
@@ -71,6 +74,7 @@ from mwp.contracts.mission import (
     SIGNAL_PARENT_CLOSED,
     SIGNAL_TIMER_FIRED,
     SNAPSHOT_CAPACITY,
+    SUMMARY_CHARS,
     UPDATE_COMMAND,
     MirrorBatch,
     MissionInput,
@@ -82,6 +86,7 @@ from mwp.contracts.names import (
     GROUP_ID,
     MISSION_ID,
     MISSION_STATE,
+    OWNER,
     WORK_ITEM_STATE,
 )
 from mwp.contracts.organization import (
@@ -103,7 +108,7 @@ from mwp.core.group.api import (
     TimerFired,
 )
 from mwp.core.group.artifact import embedded_manifest
-from mwp.core.kinds import FINAL_WORK_STATES
+from mwp.core.kinds import FINAL_WORK_STATES, TERMINAL_MISSION_STATES
 from mwp.core.organization.service import RegistrySubscription
 from mwp.core.trust.evidence import evidence_unavailable
 from mwp.core.trust.registry import Principal
@@ -208,6 +213,16 @@ class MissionWorkflow:
         self._legacy_children_possible: bool = sealing["legacyChildren"]
         self._sealed_children: set[str] = set(sealing["children"])
         self._metrics = CommandMetrics()  # not replayed, no Command: needs no patch
+        # A closed Mission's workflow completes, after what must still run and a retention
+        # window for retries, in every run that starts after the upgrade.
+        self._completes = workflow.patched(patches.MISSION_COMPLETES.id)
+        self._closed_at: datetime | None = None  # when this run first saw the Mission closed
+        self._ending = False  # the retention window is over: new Commands are refused
+        self._cancel_asked: set[str] = set()  # cancelled items whose child was asked to cancel
+        # The most recently changed WorkItems (ID: goal), for the table in the details, and
+        # the goals this run has read (a goal never changes; reading one builds a whole view).
+        self._recent: dict[str, str] = {}
+        self._goals: dict[str, str] = {}
         if input.founding is not None and self._authority.mission_id == "":
             founded = self._authority.found_child(input.founding, self._context())
             if founded is not None:
@@ -246,11 +261,18 @@ class MissionWorkflow:
         while True:
             await workflow.wait_condition(
                 lambda: (
-                    self._has_inbox() or self._should_continue_as_new() or self._failed(publisher)
+                    self._has_inbox()
+                    or self._should_continue_as_new()
+                    or self._failed(publisher)
+                    or self._closed()
                 )
             )
             self._raise_failure(publisher)
             self._drain_inbox()
+            if self._closed() and not self._should_continue_as_new():
+                if await self._wind_down(publisher):
+                    return self._completion()
+                continue
             if self._should_continue_as_new():
                 self._rolling_over = True
                 await workflow.wait_condition(
@@ -303,6 +325,76 @@ class MissionWorkflow:
             if outcome is not None:
                 self._after_accept(outcome)
 
+    def _closed(self) -> bool:
+        """The Mission is approved, cancelled or failed (and this run completes its workflow)."""
+        return (
+            self._completes
+            and self._authority.search_attributes()[MISSION_STATE.name] in TERMINAL_MISSION_STATES
+        )
+
+    async def _wind_down(self, publisher: asyncio.Task[None]) -> bool:
+        """Keep answering retries for the retention window, then refuse new Commands and wait
+        for what must still run: the Group Event log, the children, the handlers. False if
+        something arrived for the run loop first (it is recorded, then this is called again)."""
+        if self._closed_at is None:
+            self._closed_at = workflow.now()
+            self._tell_failed_work_items()
+        retention = timedelta(
+            seconds=self._input.closed_retention_seconds or CLOSED_RETENTION_SECONDS
+        )
+        remaining = self._closed_at + retention - workflow.now()
+        if not self._ending and remaining > timedelta(0):
+            try:
+                await workflow.wait_condition(
+                    lambda: (
+                        self._has_inbox()
+                        or self._failed(publisher)
+                        or self._should_continue_as_new()
+                    ),
+                    timeout=remaining,
+                )
+                return False
+            except TimeoutError:
+                pass
+        self._ending = True
+        await workflow.wait_condition(
+            lambda: (
+                self._has_inbox()
+                or self._failed(publisher)
+                or (workflow.all_handlers_finished() and self._settled() and not self._outbox)
+            )
+        )
+        return not (self._has_inbox() or self._failed(publisher))
+
+    def _tell_failed_work_items(self) -> None:
+        """A failed item can be offered again only while its Mission is active: now its child
+        gets its final view and ends Failed."""
+        for work_item_id in self._authority.work_item_ids():
+            state = self._authority.work_item_search_attributes(work_item_id)[WORK_ITEM_STATE.name]
+            if state == "failed":
+                self._sync(work_item_id)
+
+    def _completion(self) -> dict[str, Any]:
+        """The workflow's result: Completed for an approved or cancelled Mission, Failed for a
+        failed one (the Temporal UI shows which; the queries keep answering either way)."""
+        attributes = self._authority.search_attributes()
+        result = {
+            "missionId": attributes[MISSION_ID.name],
+            "groupId": attributes[GROUP_ID.name],
+            "state": attributes[MISSION_STATE.name],
+            "sequence": self._authority.sequence,
+            "workItems": self._authority.work_item_count,
+        }
+        if result["state"] == "failed":
+            reason = self._authority.mission_view().get("closingReason") or "no reason given"
+            raise ApplicationError(
+                f"Mission {result['missionId']} failed: {reason}"[:1000],
+                {**result, "reason": reason},
+                type=MISSION_FAILED,
+                non_retryable=True,
+            )
+        return result
+
     def _settled(self) -> bool:
         """No child signal, start or report in flight, no child completion due, visibility
         current."""
@@ -348,6 +440,7 @@ class MissionWorkflow:
             # A run that does not seal cannot vouch for its parent sealing either.
             legacy_parent=self._input.legacy_parent or not self._sealed,
             refusals=self._refusals.to_json() if self._refusals.total else None,
+            closed_retention_seconds=self._input.closed_retention_seconds,
         )
 
     # --- Commands --------------------------------------------------------------------------
@@ -385,6 +478,15 @@ class MissionWorkflow:
             check_command_size(wire)
         except MwpError as exc:
             raise self._refused(exc) from None
+        if self._ending:
+            # Past the retention window no retry can still be fresh; the workflow is ending.
+            raise self._refused(
+                MwpError(
+                    ErrorCode.INVALID_STATE_TRANSITION,
+                    "the Mission is closed and its workflow is completing",
+                    retryable=False,
+                )
+            )
         if self._rolling_over or self._updates_this_run >= self._input.updates_per_run:
             # Leave room for continue-as-new; the sender retries shortly. A rollover takes a
             # few hundred ms: a short retry interval keeps senders from idling past its end
@@ -472,16 +574,21 @@ class MissionWorkflow:
             self._headline = None
         self._link_missions(outcome)
         touched = {e["workItemId"] for e in outcome.events if "workItemId" in e}
+        if self._completes:
+            self._note_recent(outcome.events)
         for work_item_id in sorted(touched):
-            if work_item_id in self._syncing:
-                self._resync.add(work_item_id)
-            else:
-                self._syncing.add(work_item_id)
-                task = asyncio.create_task(self._sync_work_item(work_item_id))
-                self._sync_tasks.add(task)
-                # Dropped when done; never via current_task() in a finally, which fails when an
-                # evicted or replayed run's coroutine is closed outside the event loop.
-                task.add_done_callback(self._sync_tasks.discard)
+            self._sync(work_item_id)
+
+    def _sync(self, work_item_id: str) -> None:
+        if work_item_id in self._syncing:
+            self._resync.add(work_item_id)
+        else:
+            self._syncing.add(work_item_id)
+            task = asyncio.create_task(self._sync_work_item(work_item_id))
+            self._sync_tasks.add(task)
+            # Dropped when done; never via current_task() in a finally, which fails when an
+            # evicted or replayed run's coroutine is closed outside the event loop.
+            task.add_done_callback(self._sync_tasks.discard)
 
     # --- WorkItem children and their timers ------------------------------------------------
 
@@ -496,7 +603,15 @@ class MissionWorkflow:
                 self._resync.discard(work_item_id)
             child = self._started_this_run.get(work_item_id)
             state = self._authority.work_item_search_attributes(work_item_id)[WORK_ITEM_STATE.name]
-            if child is not None and state in FINAL_WORK_STATES:
+            if self._completes and state == "cancelled" and work_item_id not in self._cancel_asked:
+                # Temporal shows a workflow Cancelled only if asked: the child waits for this.
+                self._cancel_asked.add(work_item_id)
+                child_id = work_item_workflow_id(self._authority.mission_id, work_item_id)
+                try:
+                    await workflow.get_external_workflow_handle(child_id).cancel()
+                except Exception:
+                    workflow.logger.info("WorkItem %s no longer running", work_item_id)
+            if child is not None and self._child_ends(state):
                 # Its completion is reported to this run: let it arrive before continue-as-new,
                 # which the server refuses while an Event is arriving (the retried workflow
                 # task then replays the whole run).
@@ -504,11 +619,19 @@ class MissionWorkflow:
                 try:
                     await child
                 except Exception:
-                    workflow.logger.warning("WorkItem %s child ended abnormally", work_item_id)
+                    if not self._completes:
+                        workflow.logger.warning("WorkItem %s child ended abnormally", work_item_id)
+                    # Failed or Cancelled, as its item ended (work_item.py).
         except Exception as exc:  # raised by the run loop (eviction and cancellation pass)
             self._sync_failure = exc
         finally:
             self._syncing.discard(work_item_id)
+
+    def _child_ends(self, state: str) -> bool:
+        """Whether an item in ``state`` ends its child now (a failed one's, once closed)."""
+        return state in FINAL_WORK_STATES or (
+            self._completes and state == "failed" and self._closed()
+        )
 
     async def _notify_work_item(self, work_item_id: str) -> None:
         mission_id = self._authority.mission_id
@@ -518,7 +641,7 @@ class MissionWorkflow:
         attributes = self._authority.work_item_search_attributes(work_item_id)
         # A settled item's full view leaves this workflow's state: its child keeps it.
         final = None
-        if view["state"] in FINAL_WORK_STATES:
+        if self._child_ends(view["state"]):
             with contextlib.suppress(KeyError):  # held unless it settled in an earlier run
                 final = self._authority.work_item_view(work_item_id)
         held = (
@@ -542,6 +665,7 @@ class MissionWorkflow:
                 search_attributes=attributes,
                 final=final,
                 trusted_key=self._trusted_binding if self._sealed else None,
+                cancel_follows=self._completes,
             )
             try:
                 child = await workflow.start_child_workflow(
@@ -550,7 +674,11 @@ class MissionWorkflow:
                     id=child_id,
                     task_queue=AUTHORITY_TASK_QUEUE,
                     parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                    static_summary=f"WorkItem {work_item_id}",
+                    static_summary=(
+                        _summary(f"WorkItem: {self._goal(work_item_id)}")
+                        if self._completes
+                        else f"WorkItem {work_item_id}"
+                    ),
                 )
             except WorkflowAlreadyStartedError:
                 self._children.add(work_item_id)  # it runs already: send it the state instead
@@ -562,6 +690,8 @@ class MissionWorkflow:
         update: dict[str, Any] = {"view": view, "timers": timers, "searchAttributes": attributes}
         if final:
             update["final"] = final
+        if self._completes:
+            update["cancelFollows"] = True
         message = (
             await self._seal(WORK_ITEM_TRANSITION, child_id, update) if self._sealed else update
         )
@@ -660,6 +790,7 @@ class MissionWorkflow:
             founding=event,
             mirror_task_queue=self._input.mirror_task_queue,
             legacy_parent=not self._sealed,
+            closed_retention_seconds=self._input.closed_retention_seconds,
         )
         if self._sealed:
             self._sealed_children.add(child["missionId"])
@@ -670,7 +801,11 @@ class MissionWorkflow:
                 id=mission_workflow_id(child["missionId"]),
                 task_queue=AUTHORITY_TASK_QUEUE,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                static_summary=f"child Mission {child['missionId']} of {event['workItemId']}",
+                static_summary=(
+                    _summary(f"child Mission: {child.get('objective') or child['missionId']}")
+                    if self._completes
+                    else f"child Mission {child['missionId']} of {event['workItemId']}"
+                ),
                 task_timeout=MISSION_TASK_TIMEOUT if self._sealed else None,
             )
         except WorkflowAlreadyStartedError:
@@ -852,7 +987,50 @@ class MissionWorkflow:
             f"sequence {self._authority.sequence} · {self._authority.work_item_count} "
             f"WorkItems · run {self._input.run_number}"
             + (f"  \n{refused} forged or malformed messages refused" if refused else "")
+            + (self._work_item_table() if self._completes else "")
         )
+
+    def _note_recent(self, events: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> None:
+        for event in events:
+            work_item_id = event.get("workItemId")
+            if work_item_id is None:
+                continue
+            self._recent.pop(work_item_id, None)
+            if event["kind"] == "work.authorized":
+                contract = (event["payload"].get("workItem") or {}).get("contract") or {}
+                if isinstance(contract.get("goal"), str) and contract["goal"]:
+                    self._goals[work_item_id] = contract["goal"]
+            self._recent[work_item_id] = self._goal(work_item_id)
+            while len(self._recent) > DETAILS_ROWS:
+                del self._recent[next(iter(self._recent))]
+
+    def _goal(self, work_item_id: str) -> str:
+        """The item's goal, or its ID once the Group keeps only a short record of it."""
+        if work_item_id not in self._goals:
+            try:
+                goal = self._authority.work_item_view(work_item_id)["contract"]["goal"]
+            except (KeyError, TypeError):
+                return work_item_id
+            self._goals[work_item_id] = goal if isinstance(goal, str) and goal else work_item_id
+        return self._goals[work_item_id]
+
+    def _work_item_table(self) -> str:
+        """A markdown table of the most recently changed WorkItems, newest first."""
+        if not self._recent:
+            return ""
+        rows = ["", "", "| WorkItem | state | owner |", "| --- | --- | --- |"]
+        for work_item_id, goal in reversed(self._recent.items()):
+            attributes = self._authority.work_item_search_attributes(work_item_id)
+            cells = (
+                goal[:60],
+                attributes.get(WORK_ITEM_STATE.name, ""),
+                attributes.get(OWNER.name),
+            )
+            rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        more = self._authority.work_item_count - len(self._recent)
+        if more > 0:
+            rows.append(f"\nand {more} more")
+        return "\n".join(rows)
 
     @workflow.query(name=QUERY_MISSION)
     def mission(self) -> dict[str, Any]:
@@ -905,6 +1083,17 @@ def _mirror_batch(outbox: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if count and size > MIRROR_BATCH_BYTES:
             return outbox[:count]
     return outbox[:MIRROR_BATCH_LIMIT]
+
+
+def _summary(text: str) -> str:
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+def _cell(value: str | None) -> str:
+    """A markdown table cell: one line, no column break."""
+    if not value:
+        return "—"
+    return value.replace("|", "\\|").replace("\n", " ")
 
 
 def _is_sealed(value: Any) -> bool:

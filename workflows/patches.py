@@ -36,6 +36,10 @@ class Patch:
     workflow: str  # the workflow type that checks it
     why: str  # the behaviour change it guards
     deprecated: str | None = None  # the day its check became deprecate_patch
+    # Why no recorded history from before the patch shows the change, when none can: the
+    # change acts only on what no earlier run ever sent. Then the test named here shows,
+    # on a history recorded with the patch, that replaying it without the check fails.
+    shown_by: str | None = None
 
 
 MISSION_SEALED_MESSAGES = Patch(
@@ -59,9 +63,30 @@ AGENT_SEALED_SIGNALS = Patch(
     "deliveries, Session changes, preemption and policy signals are opened before use",
 )
 
+MISSION_COMPLETES = Patch(
+    "mission-completes",
+    "2026-12-01",
+    "MissionWorkflow",
+    "a closed Mission's workflow completes (Failed for a failed Mission) once its Events are "
+    "mirrored, its children told and its handlers finished, after a retention window in which "
+    "retries still get their receipts; a failed WorkItem's child is sent its final view and a "
+    "cancelled one's child is asked to cancel; summaries name the objective and the goal",
+)
+WORK_ITEM_ENDS_AS_ITEM = Patch(
+    "work-item-ends-as-item",
+    "2026-12-01",
+    "WorkItemWorkflow",
+    "the workflow of a failed WorkItem ends Failed (its final view in the failure's details), "
+    "that of a cancelled one ends Cancelled once its Mission asks; a verified one completes",
+    shown_by="tests/integration/test_mission_completion.py::"
+    "test_a_new_style_work_item_history_needs_its_patch",
+)
+
 # Oldest first.
 PATCHES: tuple[Patch, ...] = (
     MISSION_SEALED_MESSAGES,
     REGISTRY_SEALED_MESSAGES,
     AGENT_SEALED_SIGNALS,
+    MISSION_COMPLETES,
+    WORK_ITEM_ENDS_AS_ITEM,
 )

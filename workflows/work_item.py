@@ -7,9 +7,12 @@ query), its search attributes and the timers the new state needs (an Event that 
 of these but the revision, such as a published Artifact, is not sent); when one falls due the
 child reports it to the Mission, which decides what it causes and records the Events. Stale
 reports are harmless: each timer carries the token of the grant it belongs to, and the
-Authority ignores tokens that are no longer current. The child ends when its item reaches a
-terminal state, with the item's full final view as its result: the Mission keeps only a short
-record of a settled item, so this result is where clients (and the Temporal UI) read it.
+Authority ignores tokens that are no longer current. The child ends when its item can change no
+more, with the item's full final view: the Mission keeps only a short record of a settled
+item, so this is where clients (and the Temporal UI) read it. A verified item's workflow
+completes with the view as its result; a failed one's fails with the view in the failure's
+details (once its Mission closed: until then a new offer may revive the item); a cancelled
+one's ends Cancelled when its Mission asks, and its ``work_item`` query still answers.
 
 Anyone who reaches the namespace can signal this workflow, so a transition is a sealed message
 (:mod:`mwp.contracts.messages`) opened against the key its start input names; anything else is
@@ -18,11 +21,13 @@ refused, counted in the details and the ``refused_messages`` query, and changes 
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
+from temporalio.exceptions import ApplicationError
 
 from mwp.contracts.messages import WORK_ITEM_TRANSITION
 from mwp.contracts.mission import SIGNAL_TIMER_FIRED
@@ -32,6 +37,7 @@ from mwp.contracts.work_item import (
     QUERY_TIMERS,
     QUERY_WORK_ITEM,
     SIGNAL_TRANSITION,
+    WORK_ITEM_FAILED,
     WORK_ITEM_WORKFLOW_TYPE,
     WorkItemInput,
 )
@@ -43,6 +49,7 @@ from mwp.core.trust.service_message import (
     open_sealed,
 )
 from mwp.core.wire.values import format_utc, instant_to_datetime, parse_timestamp
+from mwp.workflows import patches
 
 
 def _due(timer: dict[str, str]) -> datetime:
@@ -62,40 +69,60 @@ class WorkItemWorkflow:
         self._attributes = dict(input.search_attributes)
         self._trusted = TrustedKey.from_binding(input.trusted_key) if input.trusted_key else None
         self._refusals = RefusalRecord.from_json(input.refusals)
+        self._cancel_follows = input.cancel_follows
+        self._cancel_requested = False
 
     @workflow.run
     async def run(self, input: WorkItemInput) -> dict[str, Any]:
         self._publish(input.search_attributes)
-        while self._view.get("state") not in FINAL_WORK_STATES:
-            if workflow.info().is_continue_as_new_suggested():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(
-                    WorkItemInput(
-                        input.mission_workflow_id,
-                        input.mission_id,
-                        input.work_item_id,
-                        self._view,
-                        [t for t in self._timers if (t["kind"], t["token"]) not in self._reported],
-                        self._attributes,
-                        self._final,
-                        trusted_key=input.trusted_key,
-                        refusals=self._refusals.to_json() if self._refusals.total else None,
-                    )
+        while not self._ended():
+            try:
+                await self._step(input)
+            except asyncio.CancelledError:
+                # Anyone who reaches the namespace can ask; only the item's own cancellation
+                # (a sealed transition) ends this workflow, so the request is only noted.
+                self._cancel_requested = True
+        return await self._end()
+
+    def _ended(self) -> bool:
+        """The item can change no more: final, or failed once its Mission closed (the Mission
+        then sends the failed item's full final view)."""
+        state = self._view.get("state")
+        return state in FINAL_WORK_STATES or (state == "failed" and self._final is not None)
+
+    async def _step(self, input: WorkItemInput) -> None:
+        if workflow.info().is_continue_as_new_suggested():
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            workflow.continue_as_new(
+                WorkItemInput(
+                    input.mission_workflow_id,
+                    input.mission_id,
+                    input.work_item_id,
+                    self._view,
+                    [t for t in self._timers if (t["kind"], t["token"]) not in self._reported],
+                    self._attributes,
+                    self._final,
+                    trusted_key=input.trusted_key,
+                    refusals=self._refusals.to_json() if self._refusals.total else None,
+                    cancel_follows=self._cancel_follows,
                 )
-            pending = [t for t in self._timers if (t["kind"], t["token"]) not in self._reported]
-            self._changed = False
-            if not pending:
-                await workflow.wait_condition(lambda: self._changed)
-                continue
-            nearest = min(pending, key=_due)
-            delay = _due(nearest) - workflow.now()
-            if delay > timedelta(0):
-                try:
-                    await workflow.wait_condition(lambda: self._changed, timeout=delay)
-                    continue  # the item changed: recompute its timers
-                except TimeoutError:
-                    pass
-            self._reported.add((nearest["kind"], nearest["token"]))
+            )
+        pending = [t for t in self._timers if (t["kind"], t["token"]) not in self._reported]
+        self._changed = False
+        if not pending:
+            await workflow.wait_condition(lambda: self._changed)
+            return
+        nearest = min(pending, key=_due)
+        delay = _due(nearest) - workflow.now()
+        if delay > timedelta(0):
+            try:
+                await workflow.wait_condition(lambda: self._changed, timeout=delay)
+                return  # the item changed: recompute its timers
+            except TimeoutError:
+                pass
+        key = (nearest["kind"], nearest["token"])
+        self._reported.add(key)
+        try:
             await workflow.get_external_workflow_handle(input.mission_workflow_id).signal(
                 SIGNAL_TIMER_FIRED,
                 {
@@ -104,13 +131,46 @@ class WorkItemWorkflow:
                     "token": nearest["token"],
                 },
             )
-        return self._final or self._view
+        except asyncio.CancelledError:
+            # A cancellation request may have withdrawn the report: report it again (the
+            # Authority ignores a timer it already acted on).
+            self._reported.discard(key)
+            raise
+
+    async def _end(self) -> dict[str, Any]:
+        """The item's full final view as the result; a failed item's workflow fails with it
+        in the details and a cancelled one's ends Cancelled, so the Temporal UI shows how the
+        item ended."""
+        final = self._final or self._view
+        state = self._view.get("state")
+        if state == "verified" or not workflow.patched(patches.WORK_ITEM_ENDS_AS_ITEM.id):
+            return final
+        if state == "failed":
+            reason = (final.get("failure") or {}).get("reason") or "no reason given"
+            raise ApplicationError(
+                f"WorkItem {self._input.work_item_id} failed: {reason}"[:1000],
+                final,
+                type=WORK_ITEM_FAILED,
+                non_retryable=True,
+            )
+        if not self._cancel_follows:
+            return final  # a Mission run from before this change never asks
+        # Temporal ends a workflow Cancelled only when a cancellation was requested: the
+        # Mission asks right after the transition that cancelled the item.
+        while not self._cancel_requested:
+            try:
+                await workflow.wait_condition(lambda: self._cancel_requested)
+            except asyncio.CancelledError:
+                self._cancel_requested = True
+        raise asyncio.CancelledError(f"WorkItem {self._input.work_item_id} was cancelled")
 
     @workflow.signal(name=SIGNAL_TRANSITION)
     def transition(self, message: Any) -> None:
         if self._trusted is None:
             # Started by a Mission run from before sealing: taken as it comes, as before.
             update = message["body"] if "signature" in message and "body" in message else message
+            if update.get("cancelFollows") is True:
+                self._cancel_follows = True
             self._apply(update["view"], update.get("final"), update["timers"], update)
             return
         try:
@@ -131,6 +191,8 @@ class WorkItemWorkflow:
         except (KeyError, TypeError, ValueError):
             self._refuse("malformed")
             return
+        if opened.body.get("cancelFollows") is True:
+            self._cancel_follows = True
         self._apply(view, final, timers, opened.body)
 
     def _apply(

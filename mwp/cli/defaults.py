@@ -25,5 +25,10 @@ def ui_port() -> int:
     return int(os.environ.get(UI_PORT_ENV) or DEFAULT_UI_PORT)
 
 
+def ui_url() -> str:
+    """Where the Temporal UI of `mwp dev` is (the CLI prints links into it)."""
+    return f"http://127.0.0.1:{ui_port()}"
+
+
 def address_help() -> str:
     return f"Temporal address (default {address()}; ${ADDRESS_ENV} sets it)"

@@ -43,6 +43,9 @@ def register(subparsers: Any) -> None:
     common.add_argument("--address", default=defaults.address(), help=defaults.address_help())
     common.add_argument("--namespace", default="default", help="Temporal namespace")
     common.add_argument("--state-dir", type=Path, default=Path(".mwp"), help="state folder")
+    common.add_argument(
+        "--ui-url", default=defaults.ui_url(), help="the Temporal UI, for the links printed"
+    )
     parser = subparsers.add_parser(
         "mission",
         help="create, inspect and steer Missions",
@@ -166,6 +169,7 @@ async def _create(args: argparse.Namespace) -> int:
     print(f"Group     {mission.group_id}")
     print(f"Workflow  {mission.workflow_id}")
     shared.print_result(result)
+    _print_links(args, mission.mission_id, mission.group_id)
     return 0
 
 
@@ -205,7 +209,15 @@ async def _show(args: argparse.Namespace) -> int:
             f"Submitted    revision {submission['missionRevision']}: "
             f"{len(submission['artifactHashes'])} Artifacts"
         )
+    _print_links(args, view["missionId"], view["groupId"])
     return 0
+
+
+def _print_links(args: argparse.Namespace, mission_id: str, group_id: str) -> None:
+    from mwp.cli.ui_links import mission_links
+
+    for line in mission_links(args.ui_url, args.namespace, mission_id, group_id).lines():
+        print(line)
 
 
 async def _send(args: argparse.Namespace) -> int:

@@ -21,9 +21,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from temporalio.client import WithStartWorkflowOperation
-from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.client import (
+    WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+)
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from mwp.client import ClientError, Identity, MwpClient, new_id
@@ -38,11 +42,13 @@ from mwp.contracts.mission import (
     QUERY_MISSION,
     QUERY_SEQUENCE,
     QUERY_WORK_ITEM,
+    SUMMARY_CHARS,
     UPDATE_COMMAND,
     MissionInput,
     mission_workflow_id,
 )
-from mwp.contracts.work_item import work_item_workflow_id
+from mwp.contracts.work_item import QUERY_WORK_ITEM as QUERY_CHILD_VIEW
+from mwp.contracts.work_item import WORK_ITEM_FAILED, work_item_workflow_id
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.kinds import COORDINATOR_KINDS
 from mwp.core.trust.registry import Principal
@@ -122,10 +128,19 @@ class MissionHandle:
         return await self.send_signed(command)
 
     async def send_signed(self, command: Mapping[str, Any]) -> dict[str, Any]:
-        """Send an already signed Command (exact bytes: its JCS form)."""
-        return await resending_until_decided(
-            lambda: self.client.send_command(self.workflow_id, UPDATE_COMMAND, command)
-        )
+        """Send an already signed Command (exact bytes: its JCS form).
+
+        A Mission whose workflow completed (it closed, and the retention window for retries
+        is over: docs/operations.md) refuses it with ``INVALID_STATE_TRANSITION``."""
+        try:
+            return await resending_until_decided(
+                lambda: self.client.send_command(self.workflow_id, UPDATE_COMMAND, command)
+            )
+        except ClientError as exc:
+            closed = await _closed_mission(self.client, self.mission_id)
+            if closed is None:
+                raise
+            raise closed from exc
 
     async def view(self) -> dict[str, Any]:
         value: dict[str, Any] = await self.client.query(self.workflow_id, QUERY_MISSION)
@@ -147,8 +162,7 @@ class MissionHandle:
         final = value.get("finalView")
         if final is None:
             return value
-        view: dict[str, Any] = await self.client.workflow_result(final["workflowId"])
-        return view
+        return await settled_work_item_view(self.client, final["workflowId"])
 
     async def sequence(self) -> int:
         value: int = await self.client.query(self.workflow_id, QUERY_SEQUENCE)
@@ -218,8 +232,12 @@ class MissionClient:
         updates_per_run: int | None = None,
         mirror_task_queue: str | None = None,
         snapshot_capacity: int | None = None,
+        closed_retention_seconds: int | None = None,
     ) -> None:
         self.client = client
+        # How long a closed Mission keeps answering retries before its workflow completes
+        # (default: the Command freshness window plus its skew; tests shorten it).
+        self.closed_retention_seconds = closed_retention_seconds
         # Packed snapshot bytes past which the Group takes no new WorkItems (tests lower it).
         self.snapshot_capacity = snapshot_capacity
         self.organization_id = organization_id
@@ -283,7 +301,10 @@ class MissionClient:
         start_input.mirror_task_queue = self.mirror_task_queue
         if self.snapshot_capacity is not None:
             start_input.snapshot_capacity = self.snapshot_capacity
+        if self.closed_retention_seconds is not None:
+            start_input.closed_retention_seconds = self.closed_retention_seconds
         temporal = self.client.temporal
+        summary = mission_summary(command["payload"])
 
         async def send() -> dict[str, Any]:
             # A with-start operation is single-use: a resend needs a new one.
@@ -293,7 +314,9 @@ class MissionClient:
                 id=mission_workflow_id(mission_id),
                 task_queue=self.client.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                static_summary=f"Mission {mission_id}",
+                # A closed Mission's workflow is never started again: its ID stays its own.
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                static_summary=summary,
                 task_timeout=MISSION_TASK_TIMEOUT,
             )
             try:
@@ -305,11 +328,61 @@ class MissionClient:
                         id=signing_hash(command),
                         result_type=dict,
                     )
+            except WorkflowAlreadyStartedError as exc:
+                closed = await _closed_mission(self.client, mission_id)
+                if closed is None:
+                    raise
+                raise closed from exc
             finally:
                 _read_start_error(operation)
             return result
 
         return await resending_until_decided(send)
+
+
+def mission_summary(payload: Mapping[str, Any]) -> str:
+    """The Temporal UI's summary of a Mission: its objective (a Mission has no title)."""
+    text = f"Mission: {payload.get('objective') or payload['missionId']}"
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+async def _closed_mission(client: MwpClient, mission_id: str) -> MwpError | None:
+    """The typed error for a Command to a Mission whose workflow completed; None if the
+    workflow is running or unknown (the caller's own error then stands)."""
+    handle = client.temporal.get_workflow_handle(mission_workflow_id(mission_id))
+    try:
+        status = (await handle.describe()).status
+    except RPCError:
+        return None
+    if status in (None, WorkflowExecutionStatus.RUNNING):
+        return None
+    # Not retryable: the Mission is approved, cancelled or failed, and stays so. A retry of a
+    # Command it accepted got its receipt during the retention window; a new one has no use.
+    return MwpError(
+        ErrorCode.INVALID_STATE_TRANSITION,
+        f"Mission {mission_id} is closed (its workflow is {status.name.lower()})",
+        retryable=False,
+    )
+
+
+async def settled_work_item_view(client: MwpClient, workflow_id: str) -> dict[str, Any]:
+    """A settled WorkItem's full final view from its workflow: the result of a verified one,
+    the failure's details of a failed one, the ``work_item`` query of a cancelled one."""
+    try:
+        view: dict[str, Any] = await client.workflow_result(workflow_id)
+        return view
+    except WorkflowFailureError as exc:
+        cause = exc.cause
+        if (
+            isinstance(cause, ApplicationError)
+            and cause.type == WORK_ITEM_FAILED
+            and cause.details
+            and isinstance(cause.details[0], dict)
+        ):
+            view = cause.details[0]
+            return view
+        cancelled: dict[str, Any] = await client.query(workflow_id, QUERY_CHILD_VIEW)
+        return cancelled
 
 
 def _read_start_error(operation: WithStartWorkflowOperation[Any, Any]) -> None:

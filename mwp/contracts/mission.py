@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from mwp.core.trust.signed_document import FreshnessWindow
+
 MISSION_WORKFLOW_TYPE = "MissionWorkflow"
 
 # Every Command, as its exact wire text: the Update the Group Authority decides.
@@ -26,6 +28,8 @@ QUERY_MIRRORED_THROUGH = "mirrored_through"
 SIGNAL_TIMER_FIRED = "timer_fired"
 SIGNAL_CHILD_SETTLED = "child_settled"
 SIGNAL_PARENT_CLOSED = "parent_closed"
+# The failure type a failed Mission's workflow ends with; its details hold the Mission view.
+MISSION_FAILED = "MissionFailed"
 
 # Below Temporal's 2,000 Updates per run (duplicates and handler failures count there too).
 # A server that suggests continue-as-new earlier (its default: 4,096 events, about 900
@@ -58,6 +62,20 @@ class MissionInput:
     legacy_parent: bool = False
     # The messages this Group refused (RefusalRecord JSON), kept across runs for operators.
     refusals: dict[str, Any] | None = None
+    # How long a closed Mission's workflow keeps answering retries before it completes
+    # (0: CLOSED_RETENTION_SECONDS; tests shorten it). docs/operations.md, "Closed Missions".
+    closed_retention_seconds: int = 0
+
+
+# A retry of a Mission's last Commands is answered with its receipt while the workflow runs.
+# Past the freshness window (plus the clock skew allowed) after the Mission closed, no Command
+# issued before the close could be presented fresh anyway, so a client still retrying one
+# would have to sign a new Command, which a closed Mission refuses: the workflow may end.
+CLOSED_RETENTION_SECONDS = FreshnessWindow().max_age_seconds + FreshnessWindow().max_skew_seconds
+# The Temporal UI's summary is short; longer objectives and goals are cut to this many chars.
+SUMMARY_CHARS = 200
+# Rows of the WorkItem table in a Mission's current details (the most recently changed).
+DETAILS_ROWS = 8
 
 
 # A Group's state travels as one continue-as-new input, and Temporal refuses payloads over

@@ -13,6 +13,8 @@ SIGNAL_TRANSITION = "transition"
 QUERY_WORK_ITEM = "work_item"
 QUERY_TIMERS = "timers"
 QUERY_REFUSED_MESSAGES = "refused_messages"
+# The failure type a failed WorkItem's workflow ends with; its details hold the final view.
+WORK_ITEM_FAILED = "WorkItemFailed"
 
 
 @dataclass
@@ -30,6 +32,9 @@ class WorkItemInput:
     # holds one, and opening a message issues no command.
     trusted_key: dict[str, Any] | None = None
     refusals: dict[str, Any] | None = None  # RefusalRecord JSON, kept across runs
+    # Set by a Mission run that asks a cancelled item's child to cancel (so the Temporal UI
+    # shows it Cancelled): the child waits for that request once its item is cancelled.
+    cancel_follows: bool = False
 
 
 def work_item_workflow_id(mission_id: str, work_item_id: str) -> str:
