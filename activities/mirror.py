@@ -7,6 +7,9 @@ once and Ed25519 signatures are deterministic), so a retry after a crash anywher
 re-sent by the next run after continue-as-new, writes exactly the same bytes or nothing.
 The batch itself is the activity's input in workflow history: ``mwp log rebuild`` reads the
 log back from there.
+
+After each appended batch it publishes a content-free hint ``(groupId, lastSequence)``
+(:mod:`mwp.gateway.hints`), so gateways read the new entries at once instead of polling.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from mwp.contracts.mission import MIRROR_EVENTS, MirrorBatch
+from mwp.gateway.hints import publish_appended
 from mwp.log.group_log import GroupEventLog
 from mwp.log.keys import AuthorityKeyring
 from mwp.stores.objects import ObjectStore, S3ObjectStore, open_store
@@ -52,4 +56,5 @@ class Mirror:
         log = GroupEventLog(self.store, batch.group_id)
         result = log.seal_and_append(batch.events, identity.key_id, identity.key)
         assert result.last_sequence is not None
+        publish_appended(batch.group_id, result.last_sequence)
         return result.last_sequence

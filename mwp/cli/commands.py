@@ -13,9 +13,18 @@ import argparse
 from collections.abc import Callable
 from types import ModuleType
 
-from mwp.cli import agent, conformance, demo, dev, log, mission, registry
+from mwp.cli import agent, conformance, demo, dev, gateway, log, mission, registry
 
 Handler = Callable[[argparse.Namespace], int]
 
 # To add a command: write its module next to this one and list it here.
-COMMANDS: tuple[ModuleType, ...] = (agent, conformance, demo, dev, log, mission, registry)
+COMMANDS: tuple[ModuleType, ...] = (
+    agent,
+    conformance,
+    demo,
+    dev,
+    gateway,
+    log,
+    mission,
+    registry,
+)

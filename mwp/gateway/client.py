@@ -1,0 +1,232 @@
+"""A small client of the gateway's binding: connect over TLS 1.3, HELLO, PING, COMMAND,
+SUBSCRIBE and ACK.
+
+>>> async with GatewayClient.connect("wss://127.0.0.1:7443", client_context(ca)) as gateway:
+...     accepted = await gateway.hello(agent)          # the server_accept frame
+...     events = await gateway.command(signed_command)  # its signed Events, in Group order
+...     inbox = Inbox()
+...     await gateway.subscribe([{"groupId": group_id, "afterSequence": 0}])
+...     await gateway.collect(inbox, lambda box: box.position(group_id) >= 10)
+...     await gateway.ack(group_id, inbox.position(group_id))
+
+Every frame the server sends is read with :func:`~mwp.gateway.frames.read_frame`, so a frame
+that does not conform to the schema fails here. An ``ERROR`` answer raises
+:class:`~mwp.contracts.errors.RemoteMwpError` carrying the wire error object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import ssl
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+
+from mwp import PROTOCOL_VERSION
+from mwp.client import Identity
+from mwp.contracts.errors import RemoteMwpError
+from mwp.core.models.websocket_frame import AckFrame, ErrorFrame, EventFrame
+from mwp.core.wire.values import b64url_encode
+from mwp.gateway.frames import (
+    MAX_MESSAGE_BYTES,
+    Incoming,
+    encode,
+    new_frame_id,
+    now_text,
+    read_frame,
+)
+from mwp.gateway.hello import init_frame, response_frame
+from mwp.gateway.tls import certificate_hash
+from mwp.log.delivery import EventIdWindow
+
+CLAUSES: tuple[str, ...] = ("MWP-EVT-010",)
+
+
+class Inbox:
+    """What subscriptions delivered, per Group: new Events (deduplicated by Event ID, so one
+    Inbox kept across reconnects drops the duplicates around a disconnect), each Group's
+    position (its last Event or ``ACK`` watermark) and the ``ERROR`` objects received."""
+
+    def __init__(self, dedupe: EventIdWindow | None = None) -> None:
+        self.dedupe = dedupe if dedupe is not None else EventIdWindow()
+        self.events: dict[str, list[dict[str, Any]]] = {}
+        self.positions: dict[str, int] = {}
+        self.errors: list[dict[str, Any]] = []
+        self.duplicates = 0
+
+    def position(self, group_id: str) -> int:
+        return self.positions.get(group_id, -1)
+
+    def of(self, group_id: str) -> list[dict[str, Any]]:
+        return self.events.get(group_id, [])
+
+    def take(self, incoming: Incoming) -> None:
+        value = incoming.value
+        if isinstance(incoming.frame, EventFrame):
+            event = value["event"]
+            group_id, sequence = event["groupId"], int(event["sequence"])
+            # Routed by Group first: sequence order holds only within a Group (spec 17.2).
+            self.positions[group_id] = max(self.position(group_id), sequence)
+            if event["eventId"] in self.dedupe:
+                self.duplicates += 1
+                return
+            self.dedupe.add(event["eventId"])
+            self.events.setdefault(group_id, []).append(event)
+        elif isinstance(incoming.frame, AckFrame):
+            for ack in value["acknowledgements"]:
+                group_id = ack["groupId"]
+                self.positions[group_id] = max(self.position(group_id), int(ack["sequence"]))
+        elif isinstance(incoming.frame, ErrorFrame):
+            self.errors.append(value["error"])
+
+
+class GatewayClient:
+    def __init__(self, websocket: ClientConnection) -> None:
+        self.websocket = websocket
+        self.session_epoch: int | None = None
+        # Frames read while waiting for another answer (Events of other Commands...).
+        self.unrelated: list[Incoming] = []
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def connect(cls, uri: str, context: ssl.SSLContext) -> AsyncIterator[GatewayClient]:
+        async with connect(
+            uri, ssl=context, max_size=MAX_MESSAGE_BYTES, compression=None
+        ) as websocket:
+            yield cls(websocket)
+
+    @property
+    def server_certificate(self) -> str:
+        """The hash of the certificate this TLS connection verified."""
+        ssl_object = self.websocket.transport.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True)
+        return certificate_hash(der)
+
+    async def send(self, frame: Mapping[str, Any]) -> None:
+        await self.websocket.send(encode(dict(frame)))
+
+    async def send_raw(self, message: str | bytes) -> None:
+        await self.websocket.send(message)
+
+    async def receive(self) -> Incoming:
+        """The server's next frame (schema-checked)."""
+        return read_frame(await self.websocket.recv())
+
+    async def subscribe(self, groups: Sequence[Mapping[str, Any]]) -> str:
+        """SUBSCRIBE to ``groups`` (``{"groupId", "afterSequence", "attention"?}``); the
+        frame's ID (refusals name it). Deliveries arrive as frames: see :meth:`collect`."""
+        frame_id = new_frame_id()
+        await self.send(
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "frameId": frame_id,
+                "frameType": "SUBSCRIBE",
+                "subscriptionId": new_frame_id(),
+                "groups": [dict(group) for group in groups],
+            }
+        )
+        return frame_id
+
+    async def ack(self, group_id: str, sequence: int) -> None:
+        """Report the Agent's durable Cursor of ``group_id``."""
+        await self.send(
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "frameId": new_frame_id(),
+                "frameType": "ACK",
+                "acknowledgements": [{"groupId": group_id, "sequence": sequence}],
+                "sentAt": now_text(),
+            }
+        )
+
+    async def collect(
+        self, inbox: Inbox, until: Callable[[Inbox], bool], *, timeout: float = 10.0
+    ) -> Inbox:
+        """Read frames into ``inbox`` until ``until(inbox)`` holds (``TimeoutError`` after
+        ``timeout`` seconds); frames read earlier by other calls come first."""
+        async with asyncio.timeout(timeout):
+            while not until(inbox):
+                if self.unrelated:
+                    inbox.take(self.unrelated.pop(0))
+                else:
+                    inbox.take(await self.receive())
+        return inbox
+
+    async def answer(self, frame_id: str) -> Incoming:
+        """The next frame, raising the ``ERROR`` that names ``frame_id``."""
+        incoming = await self.receive()
+        frame = incoming.frame
+        if isinstance(frame, ErrorFrame):
+            wire = incoming.value["error"]
+            if wire.get("relatedFrameId") in (frame_id, None):
+                raise RemoteMwpError(wire)
+        return incoming
+
+    async def hello(self, agent: Identity) -> dict[str, Any]:
+        """Authenticate as ``agent``; the ``server_accept`` frame."""
+        init = init_frame(agent.principal.id, agent.key_id, secrets.token_bytes(32), new_frame_id())
+        await self.send(init)
+        challenge = (await self.answer(init["frameId"])).value
+        if challenge.get("phase") != "server_challenge":
+            raise ValueError(f"expected a HELLO challenge, got {challenge.get('frameType')}")
+        if challenge["clientNonce"] != init["clientNonce"]:
+            raise ValueError("the challenge answers another client nonce")
+        response = response_frame(
+            init, challenge, agent.key, self.server_certificate, new_frame_id()
+        )
+        await self.send(response)
+        accepted = (await self.answer(response["frameId"])).value
+        if accepted.get("phase") != "server_accept":
+            raise ValueError(f"expected a HELLO accept, got {accepted.get('frameType')}")
+        self.session_epoch = int(accepted["sessionEpoch"])
+        return accepted
+
+    async def ping(self, presence: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """A PING (with ``presence``, if given); the server's reply PING."""
+        frame: dict[str, Any] = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "frameId": new_frame_id(),
+            "frameType": "PING",
+            "nonce": b64url_encode(secrets.token_bytes(16)),
+            "sentAt": now_text(),
+        }
+        if presence is not None:
+            frame["presence"] = dict(presence)
+        await self.send(frame)
+        reply = (await self.answer(frame["frameId"])).value
+        if reply.get("frameType") != "PING" or reply.get("replyToNonce") != frame["nonce"]:
+            raise ValueError(f"expected the PING reply, got {reply}")
+        return reply
+
+    async def command(self, command: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Send a signed Command; its signed Events once the closing ``ACK`` arrives."""
+        frame_id = new_frame_id()
+        frame = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "frameId": frame_id,
+            "frameType": "COMMAND",
+            "command": dict(command),
+        }
+        await self.send(frame)
+        action_id = command["actionId"]
+        events: list[dict[str, Any]] = []
+        while True:
+            incoming = await self.answer(frame_id)
+            value = incoming.value
+            if isinstance(incoming.frame, EventFrame) and value["event"]["cause"] == {
+                "type": "command",
+                "id": action_id,
+            }:
+                events.append(value["event"])
+            elif (
+                isinstance(incoming.frame, AckFrame)
+                and events
+                and value["acknowledgements"]
+                == [{"groupId": events[-1]["groupId"], "sequence": events[-1]["sequence"]}]
+            ):
+                return events
+            else:
+                self.unrelated.append(incoming)

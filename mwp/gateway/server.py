@@ -1,0 +1,537 @@
+"""The gateway server: WebSocket over TLS 1.3, one connection per Agent (spec 17).
+
+Each message is read by :func:`~mwp.gateway.frames.read_frame`; a refused one is answered
+with a typed ``ERROR`` frame naming it, and the connection carries on. Served now:
+
+* ``HELLO``: the challenge-response of :mod:`mwp.gateway.hello` against the Organization's
+  current Registry evidence; an accepted response opens a new Session in the Registry (its
+  Session Epoch fences every older session of the Agent) and the connection's session token
+  expires after the policy's lifetime;
+* ``PING``: every frame after HELLO first passes the session check (token not expired,
+  Session Epoch still the Agent's current one); a PING's Presence Record must be the
+  session's own; the reply echoes the nonce;
+* ``COMMAND``: the Command must be the session Agent's own and carry its Session Epoch; it is
+  forwarded to the Group Authority as its Update. The outcome comes back on the connection:
+  the Command's signed Events as ``EVENT`` frames, then an ``ACK`` frame through the
+  receipt's last sequence, or an ``ERROR`` naming the ``COMMAND`` frame and its Action ID.
+  Commands of one connection are decided concurrently, at most ``commands_in_flight`` at a
+  time (beyond that: ``BACKPRESSURE``), so a slow Group never holds up another;
+* ``SUBSCRIBE``: per Group, the Agent's Events from ``max(afterSequence, its stored Cursor)``
+  through :mod:`mwp.gateway.subscriptions` (Membership checked on every delivery, attention
+  filters on live delivery, ``ACK`` watermarks over withheld Events, per-Group windows with
+  ``BACKPRESSURE``). A Group the Agent never belonged to and a Group that does not exist get
+  the same ``GROUP_NOT_FOUND`` frame, no earlier than ``refusal_seconds`` after the frame;
+* client ``ACK``: stores the Agent's Cursor per Group in the authority zone (only up to what
+  this connection passed to it, never backwards) and frees that Group's window.
+
+Delivery is pushed: the mirror's hints (:mod:`mwp.gateway.hints`) wake the Groups' readers, in
+process and, with ``hint_listen``, over UDP from other processes of the authority zone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import ssl
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from mwp import PROTOCOL_VERSION
+from mwp.contracts.messages import group_authority
+from mwp.core.errors import Diagnostic, ErrorCode, MwpError
+from mwp.core.models.websocket_frame import (
+    AckFrame,
+    CommandFrame,
+    ErrorFrame,
+    EventFrame,
+    HelloClientInit,
+    HelloClientResponse,
+    PingFrame,
+    SubscribeFrame,
+)
+from mwp.core.models.websocket_frame import GroupSubscription as GroupSubscriptionRequest
+from mwp.core.wire.values import b64url_encode, format_utc
+from mwp.gateway.authority import Authority, group_not_found
+from mwp.gateway.frames import (
+    MAX_MESSAGE_BYTES,
+    Frame,
+    Incoming,
+    encode,
+    error_frame,
+    new_frame_id,
+    read_frame,
+)
+from mwp.gateway.hello import (
+    NONCE_BYTES,
+    HelloPolicy,
+    PendingChallenge,
+    Session,
+    accept,
+    accept_frame,
+    challenge_frame,
+    issue_challenge,
+    verify_response,
+)
+from mwp.gateway.hints import BOARD, listen_udp
+from mwp.gateway.subscriptions import Feed, Readers
+
+CLAUSES: tuple[str, ...] = ("MWP-EVT-011", "MWP-IDN-006", "MWP-IDN-008")
+
+log = logging.getLogger(__name__)
+
+COMMANDS_IN_FLIGHT = 16
+# Delivered Events of one Group that may wait for the Agent's ACK before the Group is paused.
+GROUP_WINDOW = 256
+RETRY_AFTER_MS = 250
+# A reader with no hint reads its log this often anyway (hints can be lost).
+SAFETY_NET_SECONDS = 30.0
+# A refused SUBSCRIBE is answered no sooner than this: the answer for a Group that exists
+# (and had to be read) and for one that does not take the same time.
+REFUSAL_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class GatewayOptions:
+    hello: HelloPolicy = field(default_factory=HelloPolicy)
+    commands_in_flight: int = COMMANDS_IN_FLIGHT
+    group_window: int = GROUP_WINDOW
+    retry_after_ms: int = RETRY_AFTER_MS
+    safety_net_seconds: float = SAFETY_NET_SECONDS
+    refusal_seconds: float = REFUSAL_SECONDS
+    # Receive the mirror's hints from other processes on this UDP address (port 0: any).
+    hint_listen: tuple[str, int] | None = None
+    # Take the hints of a mirror in this process (the embedded stack).
+    in_process_hints: bool = True
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Gateway:
+    """The gateway of one Organization's authority zone."""
+
+    def __init__(
+        self,
+        authority: Authority,
+        ssl_context: ssl.SSLContext,
+        server_certificate: str,
+        options: GatewayOptions = GatewayOptions(),
+        *,
+        clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        if ssl_context.minimum_version != ssl.TLSVersion.TLSv1_3:
+            raise ValueError("the gateway serves TLS 1.3 only (spec 17.1)")
+        self.authority = authority
+        self.ssl_context = ssl_context
+        self.server_certificate = server_certificate
+        self.options = options
+        self.clock = clock
+        self.readers = Readers(
+            authority.store,
+            authority.evidence,
+            group_authority(authority.organization_id),
+            safety_net_seconds=options.safety_net_seconds,
+        )
+        self.hint_address: tuple[str, int] | None = None
+
+    @contextlib.asynccontextmanager
+    async def listening(self, host: str, port: int) -> AsyncIterator[Server]:
+        """Serve on ``host:port`` (0: a free port; read it from the server's sockets)."""
+        token = BOARD.add(self.readers.notify) if self.options.in_process_hints else None
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                if self.options.hint_listen is not None:
+                    self.hint_address = await stack.enter_async_context(
+                        listen_udp(*self.options.hint_listen, self.readers.notify)
+                    )
+                server = await stack.enter_async_context(
+                    serve(
+                        self._connection,
+                        host,
+                        port,
+                        ssl=self.ssl_context,
+                        max_size=MAX_MESSAGE_BYTES,
+                        # No compression: a small compressed frame could expand past every bound.
+                        compression=None,
+                    )
+                )
+                yield server
+        finally:
+            if token is not None:
+                BOARD.remove(token)
+            await self.readers.close()
+
+    async def _connection(self, websocket: ServerConnection) -> None:
+        await Connection(self, websocket).run()
+
+
+class Connection:
+    """One Agent's connection: its pending challenge, its session, its Commands in flight."""
+
+    def __init__(self, gateway: Gateway, websocket: ServerConnection) -> None:
+        self.gateway = gateway
+        self.websocket = websocket
+        self.pending: PendingChallenge | None = None
+        self.session: Session | None = None
+        self.agent_id: str | None = None  # the Agent of the first accepted HELLO, for good
+        self.presence: dict[str, Any] | None = None
+        self.commands: set[asyncio.Task[None]] = set()
+        self.feeds: dict[str, Feed] = {}
+        self.subscribing: set[asyncio.Task[None]] = set()
+
+    @property
+    def authority(self) -> Authority:
+        return self.gateway.authority
+
+    async def run(self) -> None:
+        try:
+            async for message in self.websocket:
+                await self.receive(message)
+        except ConnectionClosed:
+            pass
+        finally:
+            for task in self.commands | self.subscribing:
+                task.cancel()
+            await self.end_feeds()
+
+    async def end_feeds(self) -> None:
+        feeds, self.feeds = list(self.feeds.values()), {}
+        for feed in feeds:
+            await feed.stop()
+            await self.gateway.readers.release(feed.group_id)
+
+    async def send(self, frame: Mapping[str, Any]) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            await self.websocket.send(encode(dict(frame)))
+
+    async def send_error(
+        self, error: MwpError, related_frame_id: str | None = None, *, fatal: bool | None = None
+    ) -> None:
+        await self.send(error_frame(error, related_frame_id=related_frame_id, fatal=fatal))
+
+    async def receive(self, message: str | bytes) -> None:
+        try:
+            incoming = read_frame(message)
+        except MwpError as exc:
+            await self.send_error(exc)
+            return
+        try:
+            await self.dispatch(incoming)
+        except MwpError as exc:
+            fatal = True if exc.code == ErrorCode.AUTH_STALE_SESSION else None
+            await self.send_error(exc, incoming.frame.frame_id, fatal=fatal)
+        except Exception:  # the authority side failed (Temporal unreachable...): say so, go on
+            log.exception("serving a %s frame failed", _kind(incoming.frame))
+            await self.send_error(_unavailable(), incoming.frame.frame_id)
+
+    async def dispatch(self, incoming: Incoming) -> None:
+        frame = incoming.frame
+        if isinstance(frame, HelloClientInit):
+            await self.hello_init(frame)
+        elif isinstance(frame, HelloClientResponse):
+            await self.hello_response(frame)
+        elif isinstance(frame, ErrorFrame):
+            log.info("peer reported %s", frame.error.code)
+        elif getattr(frame, "frame_type", None) == "HELLO":
+            raise _violation("a server's HELLO phase sent by a client", "server-phase")
+        else:
+            session = await self.current_session()
+            if isinstance(frame, PingFrame):
+                await self.ping(frame, session)
+            elif isinstance(frame, CommandFrame):
+                await self.command(frame, incoming.value["command"], session)
+            elif isinstance(frame, SubscribeFrame):
+                # Decided beside the frame loop: a Group's first read holds up no ACK.
+                task = asyncio.create_task(self.subscribe(frame, session))
+                self.subscribing.add(task)
+                task.add_done_callback(self.subscribing.discard)
+            elif isinstance(frame, AckFrame):
+                await self.acknowledge(frame, session)
+            else:
+                raise _violation(f"a client does not send {_kind(frame)}.", "server-frame")
+
+    # --- HELLO ----------------------------------------------------------------------------
+
+    async def hello_init(self, frame: HelloClientInit) -> None:
+        self.pending = None  # a new handshake replaces any unanswered challenge
+        if self.agent_id is not None and frame.agent_id != self.agent_id:
+            raise MwpError(
+                ErrorCode.AUTH_FORBIDDEN,
+                "A connection serves one Agent; open another connection for another Agent.",
+                diagnostic=Diagnostic("hello", "another-agent"),
+            )
+        self.pending = issue_challenge(
+            frame,
+            server_nonce=secrets.token_bytes(NONCE_BYTES),
+            challenge=secrets.token_bytes(NONCE_BYTES),
+            server_certificate=self.gateway.server_certificate,
+            now=self.gateway.clock(),
+            policy=self.gateway.options.hello,
+        )
+        await self.send(challenge_frame(self.pending, new_frame_id()))
+
+    async def hello_response(self, frame: HelloClientResponse) -> None:
+        pending, self.pending = self.pending, None  # one answer per challenge, right or wrong
+        evidence = await self.authority.evidence()
+        verify_response(pending, frame, evidence, self.gateway.clock())
+        assert pending is not None  # verify_response refuses a response to no challenge
+        epoch = await self.authority.open_session(pending.agent_id)
+        self.session = accept(
+            pending,
+            session_epoch=epoch,
+            token=secrets.token_bytes(NONCE_BYTES),
+            now=self.gateway.clock(),
+            policy=self.gateway.options.hello,
+        )
+        self.agent_id = pending.agent_id
+        await self.end_feeds()  # subscriptions belong to a session: SUBSCRIBE again
+        await self.send(accept_frame(self.session, new_frame_id()))
+
+    async def current_session(self) -> Session:
+        session = self.session
+        if session is None:
+            raise MwpError(
+                ErrorCode.AUTH_REQUIRED,
+                "Authenticate with HELLO first.",
+                diagnostic=Diagnostic("session", "no-session"),
+            )
+        current = await self.authority.session_epoch(session.agent_id)
+        try:
+            session.check(self.gateway.clock(), current)
+        except MwpError:
+            self.session = None  # expired or fenced: only a new HELLO continues
+            await self.end_feeds()
+            raise
+        return session
+
+    def serves(self, session: Session) -> bool:
+        """Whether ``session`` is still this connection's, unexpired (checked per delivery)."""
+        return self.session is session and self.gateway.clock() < session.expires_at
+
+    # --- SUBSCRIBE and ACK ----------------------------------------------------------------
+
+    async def subscribe(self, frame: SubscribeFrame, session: Session) -> None:
+        # Each Group on its own: one Group's refusal or slow read holds up no other.
+        await asyncio.gather(*(self.subscribe_group(frame, g, session) for g in frame.groups))
+
+    async def subscribe_group(
+        self, frame: SubscribeFrame, wanted: GroupSubscriptionRequest, session: Session
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        not_before = loop.time() + self.gateway.options.refusal_seconds
+        group_id, agent_id = str(wanted.group_id), session.agent_id
+        readers = self.gateway.readers
+        # The same work for every Group ID: a complete read of its log, the Agent's Cursor.
+        try:
+            reader = await readers.acquire(group_id)
+        except Exception:
+            log.exception("reading the Group log of %s failed", group_id)
+            await self.send_error(_unavailable(), frame.frame_id)
+            return
+        try:
+            stored = await asyncio.to_thread(self.authority.cursors.load, group_id, agent_id)
+        except Exception:
+            log.exception("loading a Cursor of %s failed", group_id)
+            await readers.release(group_id)
+            await self.send_error(_unavailable(), frame.frame_id)
+            return
+        if not reader.timeline.ever_member(agent_id):
+            await readers.release(group_id)
+            await asyncio.sleep(max(0.0, not_before - loop.time()))
+            await self.send_error(group_not_found(group_id), frame.frame_id)
+            return
+        acknowledged = stored.sequence if stored is not None else 0
+        fault = reader.fault
+        if (
+            fault is None
+            and stored is not None
+            and stored.sequence > 0
+            and (
+                stored.sequence > reader.head
+                or reader.entry(stored.sequence).signing_hash != stored.head_hash
+            )
+        ):
+            fault = _log_fault(group_id, "cursor-not-in-log")
+        if fault is not None or not self.serves(session):
+            await readers.release(group_id)
+            if fault is not None:
+                await self.send_error(fault, frame.frame_id)
+            return
+        old = self.feeds.pop(group_id, None)
+        if old is not None:  # a new SUBSCRIBE for the Group replaces the connection's feed
+            try:
+                await old.stop()
+            finally:
+                await readers.release(group_id)
+        if not self.serves(session):
+            await readers.release(group_id)
+            return
+        feed = Feed(
+            reader,
+            agent_id,
+            start=max(int(wanted.after_sequence), acknowledged),
+            acknowledged=acknowledged,
+            attention=wanted.attention,
+            window=self.gateway.options.group_window,
+            retry_after_ms=self.gateway.options.retry_after_ms,
+            send=self.send,
+            related_frame_id=frame.frame_id,
+            current=lambda: self.serves(session),
+        )
+        self.feeds[group_id] = feed
+        feed.start()
+
+    async def acknowledge(self, frame: AckFrame, session: Session) -> None:
+        checked: list[tuple[Feed, int]] = []
+        for ack in frame.acknowledgements:  # all checked before any is stored
+            feed = self.feeds.get(str(ack.group_id))
+            if feed is None:
+                raise group_not_found(str(ack.group_id))
+            if ack.sequence > min(feed.position, feed.reader.head):
+                raise MwpError(
+                    ErrorCode.PROTOCOL_VIOLATION,
+                    "An ACK may not pass what this connection delivered.",
+                    group_id=feed.group_id,
+                    diagnostic=Diagnostic("gateway", "ack-beyond-delivery"),
+                )
+            checked.append((feed, int(ack.sequence)))
+        for feed, sequence in checked:
+            if sequence <= feed.acknowledged:
+                continue  # a Cursor never moves back
+            cursor = feed.cursor(sequence)
+            await asyncio.to_thread(self.authority.cursors.save, session.agent_id, cursor)
+            feed.acknowledge(sequence)
+
+    # --- PING -----------------------------------------------------------------------------
+
+    async def ping(self, frame: PingFrame, session: Session) -> None:
+        if frame.presence is not None:
+            if frame.presence.agent_id != session.agent_id:
+                raise MwpError(
+                    ErrorCode.AUTH_FORBIDDEN,
+                    "A Presence Record may only describe the session's own Agent.",
+                    diagnostic=Diagnostic("presence", "another-agent"),
+                )
+            if frame.presence.session_epoch != session.session_epoch:
+                raise MwpError(
+                    ErrorCode.AUTH_STALE_SESSION,
+                    "The Presence Record names another Session Epoch.",
+                    diagnostic=Diagnostic("presence", "session-epoch"),
+                )
+            self.presence = frame.presence.model_dump(by_alias=True, exclude_unset=True)
+        if frame.reply_to_nonce is not None:
+            return  # a reply to a PING of ours: nothing to echo
+        await self.send(
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "frameId": new_frame_id(),
+                "frameType": "PING",
+                "nonce": b64url_encode(secrets.token_bytes(16)),
+                "replyToNonce": frame.nonce,
+                "sentAt": format_utc(self.gateway.clock()),
+            }
+        )
+
+    # --- COMMAND --------------------------------------------------------------------------
+
+    async def command(self, frame: CommandFrame, command: dict[str, Any], session: Session) -> None:
+        action_id = frame.command.action_id
+        actor = frame.command.actor
+        if (actor.type, actor.id) != ("agent", session.agent_id):
+            raise MwpError(
+                ErrorCode.AUTH_FORBIDDEN,
+                "A connection carries only its own Agent's Commands.",
+                action_id=action_id,
+                diagnostic=Diagnostic("gateway", "actor-not-session-agent"),
+            )
+        epoch = frame.command.session_epoch
+        if epoch is not None and epoch != session.session_epoch:
+            raise MwpError(
+                ErrorCode.AUTH_STALE_SESSION,
+                "The Command carries another Session Epoch than this session's.",
+                action_id=action_id,
+                diagnostic=Diagnostic("gateway", "command-session-epoch"),
+            )
+        if len(self.commands) >= self.gateway.options.commands_in_flight:
+            raise MwpError(
+                ErrorCode.BACKPRESSURE,
+                "Too many Commands in flight on this connection.",
+                action_id=action_id,
+                retry_after_ms=500,
+                diagnostic=Diagnostic("gateway", "commands-in-flight"),
+            )
+        task = asyncio.create_task(self.decide(frame.frame_id, command))
+        self.commands.add(task)
+        task.add_done_callback(self.commands.discard)
+
+    async def decide(self, frame_id: str, command: dict[str, Any]) -> None:
+        try:
+            decided = await self.authority.decide(command)
+        except MwpError as exc:
+            if exc.action_id is None and getattr(exc, "wire", None) is None:
+                exc.action_id = command.get("actionId")
+            await self.send_error(exc, frame_id)
+            return
+        except Exception:  # anything else: the Authority's answer is unknown, resend is safe
+            log.exception("forwarding a Command failed")
+            await self.send_error(_unavailable(command.get("actionId")), frame_id)
+            return
+        for event in decided.events:
+            await self.send(
+                {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "frameId": new_frame_id(),
+                    "frameType": "EVENT",
+                    "event": event,
+                }
+            )
+        await self.send(
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "frameId": new_frame_id(),
+                "frameType": "ACK",
+                "acknowledgements": [
+                    {
+                        "groupId": decided.receipt["groupId"],
+                        "sequence": decided.receipt["lastSequence"],
+                    }
+                ],
+                "sentAt": format_utc(self.gateway.clock()),
+            }
+        )
+
+
+def _unavailable(action_id: str | None = None) -> MwpError:
+    # Unknown outcome: an unchanged resend is safe (a Command is idempotent by Action ID).
+    return MwpError(
+        ErrorCode.INTERNAL_ERROR,
+        "The authority zone could not be reached.",
+        action_id=action_id,
+        retryable=True,
+        diagnostic=Diagnostic("gateway", "authority-unavailable"),
+    )
+
+
+def _log_fault(group_id: str, reason: str) -> MwpError:
+    return MwpError(
+        ErrorCode.INTERNAL_ERROR,
+        "The Group log could not be read.",
+        group_id=group_id,
+        diagnostic=Diagnostic("gateway", reason),
+    )
+
+
+def _violation(message: str, reason: str) -> MwpError:
+    return MwpError(ErrorCode.PROTOCOL_VIOLATION, message, diagnostic=Diagnostic("gateway", reason))
+
+
+def _kind(frame: Frame) -> str:
+    return "EVENT" if isinstance(frame, EventFrame) else str(getattr(frame, "frame_type", "?"))

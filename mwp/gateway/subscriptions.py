@@ -1,0 +1,357 @@
+"""SUBSCRIBE delivery: one shared reader per Group, one feed per (connection, Group).
+
+:class:`GroupReader` reads one Group's signed log with :mod:`mwp.log.delivery` (every entry
+verified against the Registry evidence, accepted by the Organization's Group Authority,
+hash-chained, in Group order, never over a gap) and evolves the Group's
+:class:`~mwp.gateway.visibility.MembershipTimeline` from the same Events. It reads when a hint
+says the log grew (:mod:`mwp.gateway.hints`, :meth:`GroupReader.notify`) and otherwise only
+every ``safety_net_seconds``. :class:`Readers` shares one reader per Group among all the
+gateway's subscribers.
+
+:class:`Feed` delivers one Group to one connection's Agent from its position: each Event
+passes the Membership check at send time (the timeline through the reader's head) and, when
+live, the Agent's attention filter; a withheld Event still advances the position, which the
+Agent learns from an ``ACK`` watermark frame. At most ``window`` delivered Events may wait for
+the Agent's ``ACK``: then that Group alone is paused with ``BACKPRESSURE`` and resumes from its
+position when the Agent acknowledges (MWP-MSN-014).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from mwp import PROTOCOL_VERSION
+from mwp.core.errors import Diagnostic, ErrorCode, MwpError
+from mwp.core.log.cursor import Cursor
+from mwp.core.models.websocket_frame import Attention
+from mwp.core.trust.registry import Principal, RegistryEvidence
+from mwp.gateway.attention import wanted
+from mwp.gateway.frames import error_frame, new_frame_id, now_text
+from mwp.gateway.visibility import MembershipTimeline
+from mwp.log.delivery import DeliveredEvent, subscribe
+from mwp.stores.objects import ObjectStore
+
+CLAUSES: tuple[str, ...] = (
+    "MWP-MSN-012",
+    "MWP-MSN-013",
+    "MWP-MSN-014",
+    "MWP-EVT-009",
+    "MWP-EVT-011",
+)
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[Mapping[str, Any]], Awaitable[None]]
+
+
+class GroupReader:
+    """One Group's verified Events and Membership timeline, read once for every subscriber."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        group_id: str,
+        evidence: RegistryEvidence,
+        authority: Principal,
+        *,
+        safety_net_seconds: float,
+    ) -> None:
+        self.group_id = group_id
+        self.timeline = MembershipTimeline()
+        self.events: list[DeliveredEvent] = []  # events[n - 1] is Event n
+        self.fault: MwpError | None = None
+        self.safety_net_seconds = safety_net_seconds
+        self.passes = 0  # completed reads to the end of the stored log
+        self._subscription = subscribe(store, group_id, evidence, authority=authority, follow=False)
+        self._hint = asyncio.Event()
+        self._grown = asyncio.Event()
+        self._passed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def head(self) -> int:
+        return len(self.events)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"reader {self.group_id}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def notify(self, last_sequence: int | None = None) -> None:
+        """The log may have grown (through ``last_sequence``): read it now."""
+        if last_sequence is None or last_sequence > self.head:
+            self._hint.set()
+
+    async def refresh(self) -> None:
+        """Wait for a complete read of the log as it is now."""
+        passes = self.passes
+        self._hint.set()
+        while self.passes <= passes and self.fault is None:
+            self._passed.clear()
+            await self._passed.wait()
+
+    async def beyond(self, sequence: int) -> None:
+        """Wait until the reader holds an Event after ``sequence`` (or has failed)."""
+        while self.head <= sequence and self.fault is None:
+            grown = self._grown
+            await grown.wait()
+
+    def entry(self, sequence: int) -> DeliveredEvent:
+        return self.events[sequence - 1]
+
+    def _wake(self) -> None:
+        grown, self._grown = self._grown, asyncio.Event()
+        grown.set()
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                self._hint.clear()
+                async for delivered in self._subscription:
+                    if delivered.sequence != self.head + 1:
+                        raise _log_fault(self.group_id, "duplicate-event-id")
+                    self.timeline.evolve(delivered.event)
+                    self.events.append(delivered)
+                    if len(self.events) % 64 == 0:
+                        self._wake()
+                self._wake()
+                self.passes += 1
+                self._passed.set()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._hint.wait(), self.safety_net_seconds)
+        except MwpError as exc:  # a log that fails verification, or compacted past its start
+            log.error("the Group log of %s cannot be delivered: %s", self.group_id, exc.code)
+            self.fault = exc
+        except Exception:
+            log.exception("reading the Group log of %s failed", self.group_id)
+            self.fault = _log_fault(self.group_id, "reader-failed")
+        self._wake()
+        self.passes += 1
+        self._passed.set()
+
+
+class Readers:
+    """The gateway's readers, one per Group with subscribers (or a SUBSCRIBE being decided)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        evidence: Callable[[], Awaitable[RegistryEvidence]],
+        authority: Principal,
+        *,
+        safety_net_seconds: float,
+    ) -> None:
+        self.store = store
+        self.evidence = evidence
+        self.authority = authority
+        self.safety_net_seconds = safety_net_seconds
+        self._readers: dict[str, GroupReader] = {}
+        self._users: dict[str, int] = {}
+
+    def __contains__(self, group_id: object) -> bool:
+        return group_id in self._readers
+
+    async def acquire(self, group_id: str) -> GroupReader:
+        """The Group's reader, with a complete read of the log as it is now."""
+        reader = self._readers.get(group_id)
+        self._users[group_id] = self._users.get(group_id, 0) + 1
+        try:
+            if reader is None:
+                evidence = await self.evidence()
+                reader = self._readers.get(group_id)  # another SUBSCRIBE may have made it
+                if reader is None:
+                    reader = GroupReader(
+                        self.store,
+                        group_id,
+                        evidence,
+                        self.authority,
+                        safety_net_seconds=self.safety_net_seconds,
+                    )
+                    self._readers[group_id] = reader
+                    reader.start()
+            await reader.refresh()
+        except BaseException:
+            await self.release(group_id)
+            raise
+        return reader
+
+    async def release(self, group_id: str) -> None:
+        users = self._users.get(group_id, 0) - 1
+        if users > 0:
+            self._users[group_id] = users
+            return
+        self._users.pop(group_id, None)
+        reader = self._readers.pop(group_id, None)
+        if reader is not None:
+            await reader.stop()
+
+    def notify(self, group_id: str, last_sequence: int) -> None:
+        """A hint: wake the Group's reader, if this gateway has one."""
+        reader = self._readers.get(group_id)
+        if reader is not None:
+            reader.notify(last_sequence)
+
+    async def close(self) -> None:
+        readers, self._readers = list(self._readers.values()), {}
+        self._users.clear()
+        for reader in readers:
+            await reader.stop()
+
+
+class Feed:
+    """One Group's delivery to one connection's Agent."""
+
+    def __init__(
+        self,
+        reader: GroupReader,
+        agent_id: str,
+        *,
+        start: int,
+        acknowledged: int,
+        attention: Attention | None,
+        window: int,
+        retry_after_ms: int,
+        send: Send,
+        related_frame_id: str,
+        current: Callable[[], bool],
+    ) -> None:
+        self.reader = reader
+        self.agent_id = agent_id
+        self.position = start  # the last sequence passed: delivered or withheld
+        self.acknowledged = acknowledged
+        self.live_from = reader.head + 1  # Events after the log as it was at SUBSCRIBE
+        self.attention = attention
+        self.window = window
+        self.retry_after_ms = retry_after_ms
+        self.send = send
+        self.related_frame_id = related_frame_id
+        self.current = current
+        self.unacknowledged: deque[int] = deque()
+        self.paused = False
+        self.backpressure_sent = 0
+        self._room = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def group_id(self) -> str:
+        return self.reader.group_id
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"feed {self.group_id}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def acknowledge(self, sequence: int) -> None:
+        """The Agent's durable Cursor reached ``sequence`` (checked by the caller)."""
+        self.acknowledged = max(self.acknowledged, sequence)
+        while self.unacknowledged and self.unacknowledged[0] <= self.acknowledged:
+            self.unacknowledged.popleft()
+        if len(self.unacknowledged) < self.window:
+            self._room.set()
+
+    def cursor(self, sequence: int) -> Cursor:
+        entry = self.reader.entry(sequence)
+        return Cursor(self.group_id, sequence, entry.signing_hash)
+
+    def may_see(self, sequence: int) -> bool:
+        return self.reader.timeline.may_see(self.agent_id, sequence)
+
+    def _ended(self) -> bool:
+        """The Agent's Membership has ended and delivery has passed its end: nothing more to
+        say, not even how far the Group went on."""
+        ended = self.reader.timeline.ended_at(self.agent_id)
+        return ended is not None and self.position >= ended
+
+    async def _run(self) -> None:
+        announced: int | None = None
+        delivered = self.position
+        reader = self.reader
+        while self.current():
+            await reader.beyond(self.position)
+            if reader.fault is not None:
+                await self.send(_error_frame(reader.fault, self.related_frame_id))
+                return
+            if not self.current() or self._ended():
+                return
+            while self.position < reader.head and self.current():
+                if len(self.unacknowledged) >= self.window:
+                    await self._pause()
+                    continue
+                sequence = self.position + 1
+                entry = reader.entry(sequence)
+                if self.may_see(sequence) and (
+                    sequence < self.live_from or wanted(self.attention, entry.event, self.agent_id)
+                ):
+                    await self.send(event_frame(entry.event))
+                    self.unacknowledged.append(sequence)
+                    delivered = sequence
+                self.position = sequence
+                if self._ended():
+                    break
+            if self.position != announced and (announced is None or self.position > delivered):
+                # Nothing more for this Agent through position: its Cursor may pass the rest.
+                await self.send(ack_frame(self.group_id, self.position))
+                announced = self.position
+
+    async def _pause(self) -> None:
+        if not self.paused:
+            self.paused = True
+            self.backpressure_sent += 1
+            error = MwpError(
+                ErrorCode.BACKPRESSURE,
+                "This Group is paused until its delivered Events are acknowledged.",
+                group_id=self.group_id,
+                retry_after_ms=self.retry_after_ms,
+                diagnostic=Diagnostic("gateway", "group-window-full"),
+            )
+            await self.send(_error_frame(error, self.related_frame_id))
+        self._room.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._room.wait(), self.retry_after_ms / 1000)
+        if len(self.unacknowledged) < self.window:
+            self.paused = False
+
+
+def event_frame(event: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "protocolVersion": PROTOCOL_VERSION,
+        "frameId": new_frame_id(),
+        "frameType": "EVENT",
+        "event": dict(event),
+    }
+
+
+def ack_frame(group_id: str, sequence: int) -> dict[str, Any]:
+    return {
+        "protocolVersion": PROTOCOL_VERSION,
+        "frameId": new_frame_id(),
+        "frameType": "ACK",
+        "acknowledgements": [{"groupId": group_id, "sequence": sequence}],
+        "sentAt": now_text(),
+    }
+
+
+def _error_frame(error: MwpError, related_frame_id: str) -> dict[str, Any]:
+    return error_frame(error, related_frame_id=related_frame_id)
+
+
+def _log_fault(group_id: str, reason: str) -> MwpError:
+    return MwpError(
+        ErrorCode.INTERNAL_ERROR,
+        "The Group log could not be read.",
+        group_id=group_id,
+        diagnostic=Diagnostic("gateway", reason),
+    )
