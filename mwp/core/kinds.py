@@ -16,6 +16,7 @@ CommandKind = Literal[
     "artifact.publish",
     "ext.missionweaveprotocol.core.execution_lease_renew",
     "ext.missionweaveprotocol.core.schedule_disclose",
+    "ext.missionweaveprotocol.core.work_dependency_add",
     "membership.change",
     "membership.end",
     "membership.grant_delegation",
@@ -127,6 +128,8 @@ OFFERABLE_WORK_STATES: Final[frozenset[WorkItemState]] = (
     UNFINISHED_WORK_STATES - {"submitted"}
 ) | {"failed"}
 PROMOTABLE_WORK_STATES: Final[frozenset[WorkItemState]] = UNFINISHED_WORK_STATES - {"submitted"}
+# No owner holds the contract yet (or any more): the Coordinator may add dependencies to it.
+REPLANNABLE_WORK_STATES: Final[frozenset[WorkItemState]] = frozenset({"open", "offered", "failed"})
 
 
 # --- the protocol's vocabulary (the schemas' enumerations) ---------------------------------

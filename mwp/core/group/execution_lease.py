@@ -16,6 +16,7 @@ state (10.2 has no row for expiry) and may be re-offered under a higher Ownershi
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -412,14 +413,19 @@ def _decide_submit(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
     for entry in p.objects("evidence", min_items=1, max_items=1000):
         evidence_id = entry.id("evidenceId")
         criteria = entry.raw("criterionIds")
-        if (
-            not isinstance(criteria, list)
-            or not criteria
-            or not all(isinstance(c, str) and c in known for c in criteria)
-        ):
+        if not isinstance(criteria, list) or not criteria:
             invalid(
                 "each Evidence must map to acceptance criteria of the contract",
+                member="payload.evidence[].criterionIds",
                 evidenceId=evidence_id,
+            )
+        unknown = [c for c in criteria if not (isinstance(c, str) and c in known)]
+        if unknown:
+            invalid(
+                "Evidence names criteria the contract does not define",
+                member="payload.evidence[].criterionIds",
+                evidenceId=evidence_id,
+                unknownCriteria=[str(c)[:200] for c in unknown[:20]],
             )
         record: Json = {"evidenceId": evidence_id, "criterionIds": list(criteria)}
         if entry.has("result"):
@@ -427,8 +433,9 @@ def _decide_submit(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
         covered.update(criteria)
         evidence.append(record)
     ids = [e["evidenceId"] for e in evidence]
-    if len(set(ids)) != len(ids):
-        invalid("Evidence IDs must be unique")
+    duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
+    if duplicates:
+        invalid("Evidence IDs must be unique", duplicateEvidenceIds=duplicates)
     uncovered = sorted(known - covered)
     if uncovered:
         invalid("every acceptance criterion needs Evidence", uncoveredCriteria=uncovered)

@@ -18,6 +18,7 @@ from mwp.core.group import (
     membership,
     mission,
     schedule,
+    work_dependency,
     work_item,
 )
 from mwp.core.group.rules import CommandRule, never
@@ -37,6 +38,7 @@ _MODULES = (
     artifact,
     child_mission,
     schedule,
+    work_dependency,
 )
 
 RULES: dict[str, CommandRule] = {rule.kind: rule for m in _MODULES for rule in m.RULES}

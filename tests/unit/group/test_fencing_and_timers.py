@@ -16,6 +16,7 @@ from tests.unit.group.harness import (
     item_id,
     mission_harness,
     progress,
+    selection_basis,
 )
 
 RENEW = "ext.missionweaveprotocol.core.execution_lease_renew"
@@ -397,3 +398,42 @@ def test_a_session_change_of_another_agent_or_an_older_epoch_revokes_nothing() -
     h.sessions[W1.id] = 1  # the lease's own Session
     assert h.revoke_replaced_sessions() is None
     assert fingerprint(h.authority) == before
+
+
+def test_given_a_blocked_item_whose_owner_was_fenced_then_it_can_be_offered_again() -> None:
+    h = mission_harness()
+    h.drive("a", "blocked")
+    [timer] = h.authority.timers()
+    # While the blocked lease runs the owner is live: no new offer.
+    h.reject(
+        ErrorCode.INVALID_STATE_TRANSITION,
+        COORD,
+        "work.offer",
+        {
+            "candidates": [{"agentId": W2.id, "selectionBasis": selection_basis()}],
+            "expiresAt": plus_seconds(h.now, 600),
+        },
+        workItemId=item_id("a"),
+    )
+    h.advance(3600)
+    assert h.fire(item_id("a"), "blocked_lease", timer.token) is not None  # the owner is fenced
+    assert h.view("a")["state"] == "blocked"
+
+    h.submit(COORD, "mission.renew_coordinator", {})
+    outcome = h.offer("a", W2)  # straight from blocked, without work.unblock
+    assert outcome.events[-1]["payload"]["fencedOwnership"] == {
+        "agentId": W1.id,
+        "ownershipEpoch": 1,
+    }
+    assert h.view("a")["state"] == "offered" and "owner" not in h.view("a")
+    h.accept("a", W2)
+    assert h.epoch("a") == 2
+    # The fenced owner can no longer act on it.
+    h.reject(
+        ErrorCode.WORK_STALE_OWNERSHIP,
+        W1,
+        "work.start",
+        {"ownershipEpoch": 1},
+        workItemId=item_id("a"),
+    )
+    h.start("a", W2)

@@ -501,18 +501,28 @@ def test_given_a_revised_contract_then_new_version_needs_renewed_acceptance() ->
         workItemId=item_id("a"),
     )
     h.accept("a", W1)
-    # A revision must carry exactly the next version.
-    h.reject(
-        ErrorCode.INVALID_COMMAND,
-        COORD,
-        "work.offer",
-        {
+
+
+@pytest.mark.parametrize("version", [1, 3, 5])
+def test_a_revised_contract_must_carry_exactly_the_next_version(version: int) -> None:
+    h = mission_harness()
+    h.authorize("b")
+    h.offer("b", W1)  # offerable (offered, no owner): only the version can refuse the revision
+
+    def revision(contract_version: int) -> dict[str, Any]:
+        return {
             "candidates": [{"agentId": W2.id, "selectionBasis": selection_basis()}],
             "expiresAt": plus_seconds(h.now, 600),
-            "contract": contract(contractVersion=5, goal="Other."),
-        },
-        workItemId=item_id("b"),
+            "contract": contract(contractVersion=contract_version, goal="Other."),
+        }
+
+    error = h.reject(
+        ErrorCode.INVALID_COMMAND, COORD, "work.offer", revision(version), workItemId=item_id("b")
     )
+    assert error.details == {"expectedContractVersion": 2}
+    outcome = h.submit(COORD, "work.offer", revision(2), workItemId=item_id("b"))
+    assert outcome.events[0]["payload"]["previousContractVersion"] == 1
+    assert h.view("b")["contract"]["contractVersion"] == 2
 
 
 # --- execution approval gate -----------------------------------------------------------------
@@ -817,30 +827,71 @@ def test_given_an_active_item_when_submitted_with_mapped_evidence_then_submitted
     assert h.view("a")["state"] == "verified"
 
 
+TESTS, REVIEW = evidence()
+UNKNOWN = {"evidenceId": "urn:example:evidence:x", "criterionIds": ["unknown"]}
+
+
 @pytest.mark.parametrize(
-    "payload",
+    ("payload", "details"),
     [
-        {"artifactHashes": [], "evidence": evidence()},
-        {"artifactHashes": [ARTIFACT_A], "evidence": []},
-        {"artifactHashes": [ARTIFACT_A], "evidence": evidence()[:1]},
-        {
-            "artifactHashes": [ARTIFACT_A],
-            "evidence": [{"evidenceId": "urn:example:evidence:x", "criterionIds": ["unknown"]}],
-        },
-        {"artifactHashes": [ARTIFACT_A], "evidence": [*evidence(), evidence()[0]]},
-        {"artifactHashes": ["not-a-hash"], "evidence": evidence()},
+        ({"artifactHashes": [], "evidence": evidence()}, {"member": "payload.artifactHashes"}),
+        ({"artifactHashes": ["not-a-hash"], "evidence": evidence()}, {}),
+        (
+            {"artifactHashes": [ARTIFACT_B], "evidence": evidence()},
+            {"unpublishedArtifacts": [ARTIFACT_B]},
+        ),
+        ({"artifactHashes": [ARTIFACT_A], "evidence": []}, {"member": "payload.evidence"}),
+        (
+            {"artifactHashes": [ARTIFACT_A], "evidence": [TESTS]},
+            {"uncoveredCriteria": ["reviewed"]},
+        ),
+        (
+            {"artifactHashes": [ARTIFACT_A], "evidence": [*evidence(), UNKNOWN]},
+            {"unknownCriteria": ["unknown"], "evidenceId": UNKNOWN["evidenceId"]},
+        ),
+        (
+            {
+                "artifactHashes": [ARTIFACT_A],
+                "evidence": [TESTS, {**REVIEW, "criterionIds": []}],
+            },
+            {"evidenceId": REVIEW["evidenceId"]},
+        ),
+        (
+            {"artifactHashes": [ARTIFACT_A], "evidence": [*evidence(), TESTS]},
+            {"duplicateEvidenceIds": [TESTS["evidenceId"]]},
+        ),
+    ],
+    ids=[
+        "no-artifact",
+        "malformed-hash",
+        "unpublished-artifact",
+        "no-evidence",
+        "uncovered-criterion",
+        "unknown-criterion",
+        "empty-criteria",
+        "duplicate-evidence-id",
     ],
 )
-def test_submission_needs_artifacts_and_evidence_for_every_criterion(
-    payload: dict[str, Any],
+def test_submission_needs_published_artifacts_and_evidence_for_every_criterion(
+    payload: dict[str, Any], details: dict[str, Any]
 ) -> None:
     h = mission_harness()
     h.drive("a", "active")
-    h.reject(
+    h.publish("a")  # ARTIFACT_A is published: only the refusal under test can stop the Command
+    error = h.reject(
         ErrorCode.INVALID_COMMAND,
         W1,
         "work.submit",
         h.owner_payload("a", **payload),
+        workItemId=item_id("a"),
+    )
+    assert error.details is not None
+    assert {k: error.details.get(k) for k in details} == details
+    # The same Command with published Artifacts and Evidence for every criterion is accepted.
+    h.submit(
+        W1,
+        "work.submit",
+        h.owner_payload("a", artifactHashes=[ARTIFACT_A], evidence=evidence()),
         workItemId=item_id("a"),
     )
 
