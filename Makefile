@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+NODE_STAMP := clients/node/node_modules/.package-lock.json
 MWP_PROTOCOL_ROOT ?= ../shared/mwp-0.1
 export MWP_PROTOCOL_ROOT
 
@@ -16,7 +17,12 @@ $(STAMP): pyproject.toml
 	command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium; }
 	touch $(STAMP)
 
-install: $(STAMP)
+# tests/integration/test_node_client.py needs the Node.js client's packages (it skips only where
+# node is missing).
+$(NODE_STAMP): clients/node/package-lock.json
+	if command -v npm >/dev/null 2>&1; then cd clients/node && npm ci --no-audit --no-fund; fi
+
+install: $(STAMP) $(NODE_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check mwp workflows activities workers tests benchmarks examples
@@ -25,7 +31,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy mwp examples
 
-unit: $(STAMP)
+unit: $(STAMP) $(NODE_STAMP)
 	$(BIN)/pytest
 
 conformance: $(STAMP)
@@ -60,4 +66,4 @@ bench-agents: $(STAMP)
 	$(BIN)/python -m benchmarks.agent_runtime
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis clients/node/node_modules

@@ -30,7 +30,7 @@ from mwp.agent.inbox import GroupInboxes
 from mwp.agent.ledger import ToolLedger
 from mwp.agent.signals import SchedulerSignals
 from mwp.client import KeyStore, MwpClient, OrganizationRegistryClient, connect
-from mwp.client.state_dir import StateDirError
+from mwp.client.state_dir import REGISTRY_KEY_NAME, StateDirError
 from mwp.client.state_dir import organization_id_of as state_dir_organization
 from mwp.contracts.agent import (
     QUERY_CURSORS,
@@ -47,9 +47,6 @@ from mwp.workers.plugin import MwpPlugin
 from mwp.workers.run_lines import RunLines, agent_name
 from mwp.workers.runtime_watch import RuntimeWatch
 from mwp.workers.tracing import active_interceptors
-
-# Where `mwp registry init` leaves the registry service key and the Organization's ID.
-REGISTRY_KEY_NAME = "registry-service"
 
 
 class AgentWorkerError(Exception):

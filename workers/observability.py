@@ -34,7 +34,9 @@ __all__ = [
 ]
 
 
-def add_observability_args(parser: argparse.ArgumentParser) -> None:
+def add_observability_args(parser: argparse.ArgumentParser, *, log_level: str = "INFO") -> None:
+    """The logs and tracing flags; ``log_level`` is the default level (a command whose own
+    output is its lines, like `mwp agent run`, logs only warnings unless asked)."""
     group = parser.add_argument_group("logs and tracing")
     group.add_argument(
         "--log-format",
@@ -44,10 +46,10 @@ def add_observability_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--log-level",
-        default="INFO",
+        default=log_level,
         type=str.upper,
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-        help="the least severe level logged (default INFO)",
+        help=f"the least severe level logged (default {log_level})",
     )
     group.add_argument(
         "--otel-endpoint",

@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="start even if another runtime of this agent is serving: its Session is fenced",
     )
-    add_observability_args(run)
+    add_observability_args(run, log_level="WARNING")  # its own output: one line per run
     run.set_defaults(handler=_run)
 
     def scheduler_command(

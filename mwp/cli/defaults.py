@@ -7,6 +7,8 @@ import os
 
 ADDRESS_ENV = "MWP_ADDRESS"  # host:port of Temporal's frontend
 UI_PORT_ENV = "MWP_UI_PORT"  # `mwp dev`'s web UI port
+GATEWAY_PORT_ENV = "MWP_GATEWAY_PORT"  # `mwp dev`'s Group gateway (wss://)
+ARTIFACT_PORT_ENV = "MWP_ARTIFACT_PORT"  # and its Artifacts (https://)
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 DEFAULT_UI_PORT = 8233
 
@@ -23,6 +25,11 @@ def port() -> int:
 
 def ui_port() -> int:
     return int(os.environ.get(UI_PORT_ENV) or DEFAULT_UI_PORT)
+
+
+def port_from(variable: str, default: int) -> int:
+    """The port ``variable`` names in the environment, else ``default``."""
+    return int(os.environ.get(variable) or default)
 
 
 def ui_url() -> str:

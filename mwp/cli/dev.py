@@ -1,4 +1,11 @@
-"""`mwp dev`: run the embedded stack (Temporal dev server + authority worker) until Ctrl-C.
+"""`mwp dev`: run the embedded stack (Temporal dev server + authority worker + the Group
+gateway) until Ctrl-C.
+
+Two namespaces make the two trust zones: the authority's (``--namespace``: Missions,
+WorkItems, the registry) and the agents' (``--agents-namespace``). The gateway, in this
+process so the mirror's hints reach it directly, serves ``wss://`` on ``--gateway-port`` and
+Artifacts on ``--artifact-port``, with a development CA under the state folder
+(``gateway-tls/ca.pem``, the agents' trust anchor), for the Organization of `mwp registry init`.
 
 The Temporal state is a SQLite file under the state folder (default ``./.mwp``), so a later
 ``mwp dev`` in the same folder finds the workflows of the earlier one. ``--log-format`` and
@@ -16,6 +23,7 @@ from typing import Any
 
 from mwp.cli import defaults
 from mwp.contracts.metrics import DEFAULT_METRICS_PORT
+from mwp.dev.stack import DEFAULT_AGENTS_NAMESPACE, DEFAULT_ARTIFACT_PORT, DEFAULT_GATEWAY_PORT
 from mwp.workers.observability import add_observability_args
 
 SERVICE_NAME = "mwp-dev"  # OpenTelemetry's service.name of the embedded worker's spans
@@ -27,7 +35,8 @@ def register(subparsers: Any) -> None:
         help="run the embedded stack: Temporal dev server and the authority worker",
         description=(
             "Start the Temporal dev server (SQLite under the state folder, web UI on "
-            "127.0.0.1) and the authority worker; Ctrl-C stops both cleanly."
+            "127.0.0.1) with the authority's and the agents' namespaces, the authority worker "
+            "and the Group gateway; Ctrl-C stops them cleanly."
         ),
     )
     parser.add_argument(
@@ -46,7 +55,29 @@ def register(subparsers: Any) -> None:
         help=f"web UI port ({defaults.ui_port()}; ${defaults.UI_PORT_ENV} sets it)",
     )
     parser.add_argument("--headless", action="store_true", help="run without the web UI")
-    parser.add_argument("--namespace", default="default", help="Temporal namespace")
+    parser.add_argument(
+        "--namespace", default="default", help="the authority's Temporal namespace (default)"
+    )
+    parser.add_argument(
+        "--agents-namespace",
+        default=DEFAULT_AGENTS_NAMESPACE,
+        help=f"the agents' Temporal namespace ({DEFAULT_AGENTS_NAMESPACE})",
+    )
+    parser.add_argument(
+        "--gateway-port",
+        type=int,
+        default=defaults.port_from(defaults.GATEWAY_PORT_ENV, DEFAULT_GATEWAY_PORT),
+        help=f"the gateway's wss:// port ({DEFAULT_GATEWAY_PORT}, or "
+        f"${defaults.GATEWAY_PORT_ENV}; 0: any free port)",
+    )
+    parser.add_argument(
+        "--artifact-port",
+        type=int,
+        default=defaults.port_from(defaults.ARTIFACT_PORT_ENV, DEFAULT_ARTIFACT_PORT),
+        help=f"the gateway's https:// port for Artifacts ({DEFAULT_ARTIFACT_PORT}, or "
+        f"${defaults.ARTIFACT_PORT_ENV}; 0: any)",
+    )
+    parser.add_argument("--no-gateway", action="store_true", help="do not start the gateway")
     parser.add_argument(
         "--temporal-address",
         metavar="HOST:PORT",
@@ -102,6 +133,9 @@ async def _serve(args: argparse.Namespace, otel_endpoint: str | None = None) -> 
             namespace=args.namespace,
             extra=args.dynamic_config,
             metrics_port=args.metrics_port,
+            agents_namespace=args.agents_namespace,
+            gateway_port=None if args.no_gateway else args.gateway_port,
+            artifact_port=args.artifact_port,
         )
     except StackError as exc:
         print(f"mwp dev: {exc}", file=sys.stderr)

@@ -19,7 +19,6 @@ from typing import Any
 from mwp.cli import defaults
 
 DEFAULT_LISTEN = "127.0.0.1:7443"
-TLS_FOLDER = "gateway-tls"
 
 
 def register(subparsers: Any) -> None:
@@ -45,6 +44,11 @@ def register(subparsers: Any) -> None:
         metavar="HOST:PORT",
         help="receive the mirror's hints over UDP (loopback or a private interface); the "
         "authority worker sends them where MWP_GATEWAY_HINTS says",
+    )
+    parser.add_argument(
+        "--artifact-listen",
+        metavar="HOST:PORT",
+        help="also serve Artifacts over HTTPS here (same host as --listen; default: none)",
     )
     parser.add_argument("--certfile", type=Path, help="server certificate chain (PEM)")
     parser.add_argument("--keyfile", type=Path, help="its private key (PEM)")
@@ -76,12 +80,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace, host: str, port: int) -> int:
-    from mwp.cli.registry import REGISTRY_KEY_NAME
     from mwp.client import ClientError, KeyStore, connect
-    from mwp.client.state_dir import StateDirError, organization_id_of
+    from mwp.client.state_dir import REGISTRY_KEY_NAME, StateDirError, organization_id_of
     from mwp.gateway.authority import TemporalAuthority
     from mwp.gateway.server import Gateway, GatewayOptions
-    from mwp.gateway.tls import certificate_hash_of_file, development_certificates, server_context
+    from mwp.gateway.tls import (
+        DEVELOPMENT_FOLDER,
+        certificate_hash_of_file,
+        development_certificates,
+        server_context,
+    )
     from mwp.stores.objects import open_store
 
     try:
@@ -92,7 +100,7 @@ async def _serve(args: argparse.Namespace, host: str, port: int) -> int:
         print(f"mwp gateway: {exc}", file=sys.stderr)
         return 1
     if args.certfile is None:
-        paths = development_certificates(args.state_dir / TLS_FOLDER, _hostnames(host))
+        paths = development_certificates(args.state_dir / DEVELOPMENT_FOLDER, _hostnames(host))
         certfile, keyfile, anchor = paths.server_cert, paths.server_key, str(paths.ca_cert)
     else:
         certfile, keyfile, anchor = args.certfile, args.keyfile, "the operator's CA"
@@ -102,6 +110,12 @@ async def _serve(args: argparse.Namespace, host: str, port: int) -> int:
     except (OSError, ValueError) as exc:
         print(f"mwp gateway: cannot load the certificate: {exc}", file=sys.stderr)
         return 1
+    artifact_port = None
+    if args.artifact_listen:
+        artifact_host, artifact_port = _listen(args.artifact_listen)
+        if artifact_host != host:
+            print("mwp gateway: --artifact-listen must use the --listen host", file=sys.stderr)
+            return 2
     store = open_store(args.store or args.state_dir / "objects")
     authority = TemporalAuthority(client, organization_id, registrar, store)
     hints = _listen(args.hint_listen) if args.hint_listen else None
@@ -112,12 +126,14 @@ async def _serve(args: argparse.Namespace, host: str, port: int) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     try:
-        async with gateway.listening(host, port) as server:
+        async with gateway.listening(host, port, artifact_port=artifact_port) as server:
             bound = server.sockets[0].getsockname()[1]
             shown = f"[{host}]" if ":" in host else host
             print(f"Organization  {organization_id}")
             print(f"Trust anchor  {anchor}")
             print(f"Gateway       wss://{shown}:{bound} (TLS 1.3)", flush=True)
+            if gateway.artifact_address is not None:
+                print(f"Artifacts     https://{shown}:{gateway.artifact_address[1]}", flush=True)
             await stop.wait()
     except OSError as exc:
         print(f"mwp gateway: cannot listen on {args.listen}: {exc}", file=sys.stderr)

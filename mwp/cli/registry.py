@@ -21,14 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mwp.cli import defaults
-from mwp.client.state_dir import ORGANIZATION_FILE
+from mwp.client.state_dir import ORGANIZATION_FILE, REGISTRY_KEY_NAME
 
 if TYPE_CHECKING:
     from mwp.client import Identity, KeyStore, MwpClient, OrganizationRegistryClient
 
 DEFAULT_ORGANIZATION = "urn:mwp:organization:dev"
 REGISTRY_SERVICE = "urn:mwp:service:registry"
-REGISTRY_KEY_NAME = "registry-service"
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 
 

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 ORGANIZATION_FILE = "organization.json"
+# The key name of the registry service key `mwp registry init` creates (under keys/).
+REGISTRY_KEY_NAME = "registry-service"
 
 
 class StateDirError(LookupError):

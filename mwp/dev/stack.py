@@ -11,6 +11,10 @@ authority worker, started and stopped by the program (``mwp dev``, tests, ``make
 * :class:`DevStack` (async context manager) adds a Temporal client and the in-process
   authority worker; with ``temporal_address`` it uses an existing cluster and starts no server.
   With ``metrics_port`` its client's runtime serves Prometheus metrics (docs/operations.md).
+  With ``agents_namespace`` it creates the agents' namespace beside the authority's (the two
+  trust zones, docs/gateway.md); with ``gateway_port`` it serves the Group gateway in this
+  process (the mirror's hints reach it directly), with a development CA under the state
+  folder, for the Organization `mwp registry init` sets up there.
 * :class:`BackgroundStack` runs a :class:`DevStack` on its own thread and event loop, for
   synchronous callers such as a session-scoped pytest fixture.
 
@@ -45,6 +49,9 @@ from mwp.contracts.names import AUTHORITY_TASK_QUEUE, SEARCH_ATTRIBUTES
 
 DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
+DEFAULT_GATEWAY_PORT = 7443
+DEFAULT_ARTIFACT_PORT = 7444
+DEFAULT_AGENTS_NAMESPACE = "mwp-agents"
 # Workflow histories of a namespace the stack creates on an existing cluster are kept this long.
 NAMESPACE_RETENTION_DAYS = 3
 NAMESPACE_READY_POLLS = 120  # a quarter second apart
@@ -178,6 +185,12 @@ class StackConfig:
     log_store: str | None = None
     # Prometheus metrics of the worker on http://ip:metrics_port/metrics (None or 0: none).
     metrics_port: int | None = None
+    # The agents' namespace, created beside the authority's (None: none).
+    agents_namespace: str | None = None
+    # The Group gateway on wss://ip:gateway_port and its Artifacts on https://ip:artifact_port
+    # (None: no gateway; 0: any free port).
+    gateway_port: int | None = None
+    artifact_port: int = DEFAULT_ARTIFACT_PORT
 
     @property
     def log_location(self) -> str:
@@ -238,6 +251,8 @@ class TemporalDevServer:
             "--namespace",
             config.namespace,
         ]
+        if config.agents_namespace:  # created at launch: served at once, no cache to wait for
+            argv += ["--namespace", config.agents_namespace]
         if config.ui_port is None:
             argv.append("--headless")
         else:  # no newsfeed request: the embedded stack never needs the internet
@@ -308,6 +323,8 @@ class DevStack:
         self._worker_task: asyncio.Task[None] | None = None
         self._lock: IO[str] | None = None
         self._runtime: Any = None  # a temporalio Runtime serving metrics, if configured
+        self.gateway: Any = None  # a DeferredGateway once listening
+        self._gateway_stack: contextlib.AsyncExitStack | None = None
 
     @property
     def address(self) -> str:
@@ -352,14 +369,24 @@ class DevStack:
                 self.client = await self._connect_existing()
                 await ensure_namespace(self.client, self.config.namespace)
                 await ensure_search_attributes(self.client, self.config.namespace)
+            if self.config.agents_namespace:
+                if self.config.agents_namespace == self.config.namespace:
+                    raise StackError("the agents' namespace must differ from the authority's")
+                await ensure_namespace(self.client, self.config.agents_namespace)
             if self.config.run_worker:
                 await self._start_worker()
+            if self.config.gateway_port is not None:
+                await self._start_gateway()
         except BaseException:
             await self.stop()
             raise
 
     async def stop(self) -> None:
-        """Worker first (it needs the server to hand back its tasks), then the server."""
+        """Gateway, worker (it needs the server to hand back its tasks), then the server."""
+        if self._gateway_stack is not None:
+            stack, self._gateway_stack = self._gateway_stack, None
+            with contextlib.suppress(Exception):
+                await stack.aclose()
         if self._worker is not None:
             with contextlib.suppress(Exception):
                 await self._worker.shutdown()
@@ -463,6 +490,72 @@ class DevStack:
         if self._worker_task.done():
             self._worker_task.result()
 
+    async def _start_gateway(self) -> None:
+        from mwp.gateway.deferred import DeferredGateway
+        from mwp.gateway.server import GatewayOptions
+        from mwp.gateway.tls import DEVELOPMENT_FOLDER, development_certificates, server_context
+
+        config = self.config
+        paths = development_certificates(
+            config.state_dir / DEVELOPMENT_FOLDER, _gateway_hostnames(config.ip)
+        )
+        context = server_context(paths.server_cert, paths.server_key)
+        self.gateway = DeferredGateway(
+            lambda: self._organization_gateway(context, paths.server_cert),
+            context,
+            GatewayOptions(),
+        )
+        stack = contextlib.AsyncExitStack()
+        try:
+            await stack.enter_async_context(
+                self.gateway.listening(config.ip, config.gateway_port or 0, config.artifact_port)
+            )
+        except OSError as exc:
+            await stack.aclose()
+            raise StackError(
+                f"the gateway cannot listen on {config.ip}:{config.gateway_port} and "
+                f"{config.artifact_port}: {exc}; choose --gateway-port/--artifact-port or "
+                "--no-gateway"
+            ) from None
+        self._gateway_stack = stack
+
+    def _organization_gateway(self, context: Any, server_cert: Path) -> Any:
+        """The gateway of the state folder's Organization; None until `mwp registry init`."""
+        from mwp.client import ClientError, KeyStore, MwpClient
+        from mwp.client.state_dir import REGISTRY_KEY_NAME, StateDirError, organization_id_of
+        from mwp.gateway.authority import TemporalAuthority
+        from mwp.gateway.server import Gateway
+        from mwp.gateway.tls import certificate_hash_of_file
+        from mwp.stores.objects import open_store
+
+        try:
+            organization_id = organization_id_of(self.config.state_dir)
+            registrar = KeyStore.in_state_dir(self.config.state_dir).load(REGISTRY_KEY_NAME)
+        except (StateDirError, ClientError, OSError):
+            return None
+        authority = TemporalAuthority(
+            MwpClient(self.client), organization_id, registrar, open_store(self.config.log_location)
+        )
+        return Gateway(authority, context, certificate_hash_of_file(server_cert))
+
+    @property
+    def gateway_url(self) -> str | None:
+        address = None if self.gateway is None else self.gateway.address
+        return None if address is None else f"wss://{_shown(address[0])}:{address[1]}"
+
+    @property
+    def artifacts_url(self) -> str | None:
+        address = None if self.gateway is None else self.gateway.artifact_address
+        return None if address is None else f"https://{_shown(address[0])}:{address[1]}"
+
+    @property
+    def gateway_ca(self) -> Path | None:
+        from mwp.gateway.tls import CA_CERT, DEVELOPMENT_FOLDER
+
+        if self.gateway is None:
+            return None
+        return (self.config.state_dir / DEVELOPMENT_FOLDER / CA_CERT).resolve()
+
     def describe(self) -> list[str]:
         lines = [f"Temporal   {self.address} (namespace {self.config.namespace})"]
         if self.ui_url:
@@ -474,7 +567,38 @@ class DevStack:
             lines.append(f"Worker     task queue {AUTHORITY_TASK_QUEUE} (in this process)")
         if self.config.metrics_url:
             lines.append(f"Metrics    {self.config.metrics_url}")
+        if self.config.agents_namespace:
+            lines.append(
+                f"Zones      authority namespace {self.config.namespace}, "
+                f"agents namespace {self.config.agents_namespace}"
+            )
+        if self.gateway_url:
+            lines.append(f"Gateway    {self.gateway_url} (TLS 1.3)")
+            lines.append(f"Artifacts  {self.artifacts_url}")
+            lines.append(f"Gateway CA {self.gateway_ca} (the agents' trust anchor)")
+            if self.gateway.gateway is None and self._organization_missing():
+                lines.append("           serves the Organization once `mwp registry init` ran")
         return lines
+
+    def _organization_missing(self) -> bool:
+        from mwp.client.state_dir import StateDirError, organization_id_of
+
+        try:
+            organization_id_of(self.config.state_dir)
+        except StateDirError:
+            return True
+        return False
+
+
+def _gateway_hostnames(ip: str) -> list[str]:
+    names = ["localhost", "127.0.0.1", "::1"]
+    if ip not in names and ip not in ("0.0.0.0", "::", ""):
+        names.insert(0, ip)
+    return names
+
+
+def _shown(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 async def _require_search_attributes(client: Any, namespace: str) -> None:
@@ -651,6 +775,9 @@ def stack_config(
     namespace: str = "default",
     extra: Sequence[str] = (),
     metrics_port: int | None = None,
+    agents_namespace: str | None = None,
+    gateway_port: int | None = None,
+    artifact_port: int = DEFAULT_ARTIFACT_PORT,
 ) -> StackConfig:
     """A :class:`StackConfig` from CLI-style options (``extra``: ``KEY=JSON`` settings)."""
     settings: dict[str, Any] = dict(dynamic_config or {})
@@ -671,4 +798,7 @@ def stack_config(
         dynamic_config=settings,
         run_worker=run_worker,
         metrics_port=metrics_port or None,
+        agents_namespace=agents_namespace,
+        gateway_port=gateway_port,
+        artifact_port=artifact_port,
     )

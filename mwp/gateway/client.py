@@ -1,5 +1,5 @@
 """A small client of the gateway's binding: connect over TLS 1.3, HELLO, PING, COMMAND,
-SUBSCRIBE and ACK.
+SUBSCRIBE and ACK, and Artifacts over the gateway's HTTPS listener with the session token.
 
 >>> async with GatewayClient.connect("wss://127.0.0.1:7443", client_context(ca)) as gateway:
 ...     accepted = await gateway.hello(agent)          # the server_accept frame
@@ -8,6 +8,8 @@ SUBSCRIBE and ACK.
 ...     await gateway.subscribe([{"groupId": group_id, "afterSequence": 0}])
 ...     await gateway.collect(inbox, lambda box: box.position(group_id) >= 10)
 ...     await gateway.ack(group_id, inbox.position(group_id))
+...     digest = await gateway.upload_artifact("https://127.0.0.1:7444", group_id, data)
+...     data = await gateway.artifact("https://127.0.0.1:7444", group_id, digest)
 
 Every frame the server sends is read with :func:`~mwp.gateway.frames.read_frame`, so a frame
 that does not conform to the schema fails here. An ``ERROR`` answer raises
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import secrets
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from websockets.asyncio.client import ClientConnection, connect
 
@@ -29,7 +33,9 @@ from mwp import PROTOCOL_VERSION
 from mwp.client import Identity
 from mwp.contracts.errors import RemoteMwpError
 from mwp.core.models.websocket_frame import AckFrame, ErrorFrame, EventFrame
+from mwp.core.wire.strict_json import parse_bytes
 from mwp.core.wire.values import b64url_encode
+from mwp.gateway.artifacts import MAX_ARTIFACT_BYTES, artifacts_path
 from mwp.gateway.frames import (
     MAX_MESSAGE_BYTES,
     Incoming,
@@ -39,10 +45,12 @@ from mwp.gateway.frames import (
     read_frame,
 )
 from mwp.gateway.hello import init_frame, response_frame
+from mwp.gateway.https import OCTETS, Response, request
 from mwp.gateway.tls import certificate_hash
 from mwp.log.delivery import EventIdWindow
+from mwp.stores.artifacts import ArtifactIntegrityError
 
-CLAUSES: tuple[str, ...] = ("MWP-EVT-010",)
+CLAUSES: tuple[str, ...] = ("MWP-EVT-010", "MWP-WRK-024")
 
 
 class Inbox:
@@ -84,9 +92,11 @@ class Inbox:
 
 
 class GatewayClient:
-    def __init__(self, websocket: ClientConnection) -> None:
+    def __init__(self, websocket: ClientConnection, context: ssl.SSLContext) -> None:
         self.websocket = websocket
+        self.context = context
         self.session_epoch: int | None = None
+        self.session_token: str | None = None
         # Frames read while waiting for another answer (Events of other Commands...).
         self.unrelated: list[Incoming] = []
 
@@ -96,7 +106,7 @@ class GatewayClient:
         async with connect(
             uri, ssl=context, max_size=MAX_MESSAGE_BYTES, compression=None
         ) as websocket:
-            yield cls(websocket)
+            yield cls(websocket, context)
 
     @property
     def server_certificate(self) -> str:
@@ -182,6 +192,7 @@ class GatewayClient:
         if accepted.get("phase") != "server_accept":
             raise ValueError(f"expected a HELLO accept, got {accepted.get('frameType')}")
         self.session_epoch = int(accepted["sessionEpoch"])
+        self.session_token = str(accepted["sessionToken"])
         return accepted
 
     async def ping(self, presence: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -230,3 +241,62 @@ class GatewayClient:
                 return events
             else:
                 self.unrelated.append(incoming)
+
+    # --- Artifacts (the gateway's HTTPS listener, authorized by this connection's session) ---
+
+    async def artifact(
+        self,
+        artifacts_url: str,
+        group_id: str,
+        content_hash: str,
+        *,
+        max_bytes: int = MAX_ARTIFACT_BYTES,
+    ) -> bytes:
+        """The Artifact's bytes, checked here against ``content_hash`` as well."""
+        response = await self._artifact_request(
+            artifacts_url, "GET", artifacts_path(group_id, content_hash), max_bytes=max_bytes
+        )
+        if response.status != 200:
+            raise RemoteMwpError(parse_bytes(response.body))
+        if "sha256:" + hashlib.sha256(response.body).hexdigest() != content_hash:
+            raise ArtifactIntegrityError(content_hash, "content-hash-mismatch")
+        return response.body
+
+    async def upload_artifact(self, artifacts_url: str, group_id: str, data: bytes) -> str:
+        """Upload ``data`` for ``group_id`` (this Agent an active Worker of it); its hash."""
+        content_hash = "sha256:" + hashlib.sha256(data).hexdigest()
+        response = await self._artifact_request(
+            artifacts_url,
+            "PUT",
+            artifacts_path(group_id, content_hash),
+            body=data,
+            max_bytes=64 * 1024,
+        )
+        answer = parse_bytes(response.body)
+        if response.status != 201:
+            raise RemoteMwpError(answer)
+        if answer.get("contentHash") != content_hash:
+            raise ValueError(f"the gateway stored {answer.get('contentHash')}, not {content_hash}")
+        return content_hash
+
+    async def _artifact_request(
+        self, artifacts_url: str, method: str, path: str, *, body: bytes = b"", max_bytes: int
+    ) -> Response:
+        if self.session_token is None:
+            raise ValueError("authenticate with HELLO before reading or writing Artifacts")
+        url = urlsplit(artifacts_url)
+        if url.scheme != "https" or url.hostname is None or url.port is None:
+            raise ValueError(f"not an https://HOST:PORT address: {artifacts_url!r}")
+        headers = {"Authorization": f"Bearer {self.session_token}"}
+        if body:
+            headers["Content-Type"] = OCTETS
+        return await request(
+            url.hostname,
+            url.port,
+            self.context,
+            method,
+            path,
+            headers=headers,
+            body=body,
+            max_body=max_bytes,
+        )

@@ -22,7 +22,10 @@ with a typed ``ERROR`` frame naming it, and the connection carries on. Served no
   ``BACKPRESSURE``). A Group the Agent never belonged to and a Group that does not exist get
   the same ``GROUP_NOT_FOUND`` frame, no earlier than ``refusal_seconds`` after the frame;
 * client ``ACK``: stores the Agent's Cursor per Group in the authority zone (only up to what
-  this connection passed to it, never backwards) and frees that Group's window.
+  this connection passed to it, never backwards) and frees that Group's window;
+* Artifacts, on a second TLS 1.3 listener (``artifact_port``; the WebSocket library reads no
+  request bodies): HTTPS routes of :mod:`mwp.gateway.artifacts`, authorized by the session
+  token of a connection's live session (it stops working when that session ends).
 
 Delivery is pushed: the mirror's hints (:mod:`mwp.gateway.hints`) wake the Groups' readers, in
 process and, with ``hint_listen``, over UDP from other processes of the authority zone.
@@ -35,7 +38,7 @@ import contextlib
 import logging
 import secrets
 import ssl
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -58,6 +61,7 @@ from mwp.core.models.websocket_frame import (
 )
 from mwp.core.models.websocket_frame import GroupSubscription as GroupSubscriptionRequest
 from mwp.core.wire.values import b64url_encode, format_utc
+from mwp.gateway.artifacts import MAX_ARTIFACT_BYTES, ArtifactGate, ArtifactRoutes
 from mwp.gateway.authority import Authority, group_not_found
 from mwp.gateway.frames import (
     MAX_MESSAGE_BYTES,
@@ -80,6 +84,7 @@ from mwp.gateway.hello import (
     verify_response,
 )
 from mwp.gateway.hints import BOARD, listen_udp
+from mwp.gateway.https import Request, Response, start_server
 from mwp.gateway.subscriptions import Feed, Readers
 
 CLAUSES: tuple[str, ...] = ("MWP-EVT-011", "MWP-IDN-006", "MWP-IDN-008")
@@ -109,6 +114,8 @@ class GatewayOptions:
     hint_listen: tuple[str, int] | None = None
     # Take the hints of a mirror in this process (the embedded stack).
     in_process_hints: bool = True
+    # The largest Artifact one upload may carry.
+    max_artifact_bytes: int = MAX_ARTIFACT_BYTES
 
 
 def _utc_now() -> datetime:
@@ -141,10 +148,19 @@ class Gateway:
             safety_net_seconds=options.safety_net_seconds,
         )
         self.hint_address: tuple[str, int] | None = None
+        self.artifact_address: tuple[str, int] | None = None
+        # The live sessions of this gateway's connections, by token (the Artifact routes').
+        self.sessions: dict[str, Session] = {}
+        self.artifacts = ArtifactGate(
+            self.readers,
+            authority.store,
+            refusal_seconds=options.refusal_seconds,
+            max_bytes=options.max_artifact_bytes,
+        )
 
     @contextlib.asynccontextmanager
-    async def listening(self, host: str, port: int) -> AsyncIterator[Server]:
-        """Serve on ``host:port`` (0: a free port; read it from the server's sockets)."""
+    async def running(self) -> AsyncIterator[None]:
+        """What serving needs besides the listeners: hints in, readers closed at the end."""
         token = BOARD.add(self.readers.notify) if self.options.in_process_hints else None
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -152,25 +168,82 @@ class Gateway:
                     self.hint_address = await stack.enter_async_context(
                         listen_udp(*self.options.hint_listen, self.readers.notify)
                     )
-                server = await stack.enter_async_context(
-                    serve(
-                        self._connection,
-                        host,
-                        port,
-                        ssl=self.ssl_context,
-                        max_size=MAX_MESSAGE_BYTES,
-                        # No compression: a small compressed frame could expand past every bound.
-                        compression=None,
-                    )
-                )
-                yield server
+                yield
         finally:
             if token is not None:
                 BOARD.remove(token)
             await self.readers.close()
 
-    async def _connection(self, websocket: ServerConnection) -> None:
+    @contextlib.asynccontextmanager
+    async def listening(
+        self, host: str, port: int, *, artifact_port: int | None = None
+    ) -> AsyncIterator[Server]:
+        """Serve on ``host:port`` (0: a free port; read it from the server's sockets) and,
+        with ``artifact_port``, the Artifact routes there (bound: :attr:`artifact_address`)."""
+        async with self.running(), contextlib.AsyncExitStack() as stack:
+            server = await stack.enter_async_context(
+                websocket_server(self.serve, host, port, self.ssl_context)
+            )
+            if artifact_port is not None:
+                https = await start_server(
+                    self.routes, host, artifact_port, self.ssl_context, max_body=self.max_body
+                )
+                stack.push_async_callback(_closed, https)
+                self.artifact_address = _bound(https)
+            yield server
+
+    @property
+    def max_body(self) -> int:
+        return self.options.max_artifact_bytes
+
+    async def serve(self, websocket: ServerConnection) -> None:
+        """Serve one WebSocket connection."""
         await Connection(self, websocket).run()
+
+    async def routes(self, request: Request) -> Response:
+        """Serve one Artifact request."""
+        return await ArtifactRoutes(self.artifacts, self.session_of)(request)
+
+    async def session_of(self, token: str) -> Session:
+        """The live session ``token`` names, checked as every frame's (expiry, fencing)."""
+        session = self.sessions.get(token)
+        if session is None:
+            raise MwpError(
+                ErrorCode.AUTH_REQUIRED,
+                "Authorize with the session token of a HELLO on a live connection.",
+                diagnostic=Diagnostic("session", "unknown-token"),
+            )
+        current = await self.authority.session_epoch(session.agent_id)
+        session.check(self.clock(), current)
+        return session
+
+
+def websocket_server(
+    handler: Callable[[ServerConnection], Awaitable[None]],
+    host: str,
+    port: int,
+    context: ssl.SSLContext,
+) -> contextlib.AbstractAsyncContextManager[Server]:
+    """The gateway's WebSocket listener (an async context manager)."""
+    return serve(
+        handler,
+        host,
+        port,
+        ssl=context,
+        max_size=MAX_MESSAGE_BYTES,
+        # No compression: a small compressed frame could expand past every bound.
+        compression=None,
+    )
+
+
+def _bound(server: asyncio.Server) -> tuple[str, int]:
+    name = server.sockets[0].getsockname()
+    return str(name[0]), int(name[1])
+
+
+async def _closed(server: asyncio.Server) -> None:
+    server.close()
+    await server.wait_closed()
 
 
 class Connection:
@@ -200,6 +273,7 @@ class Connection:
         finally:
             for task in self.commands | self.subscribing:
                 task.cancel()
+            self.set_session(None)
             await self.end_feeds()
 
     async def end_feeds(self) -> None:
@@ -284,16 +358,18 @@ class Connection:
         verify_response(pending, frame, evidence, self.gateway.clock())
         assert pending is not None  # verify_response refuses a response to no challenge
         epoch = await self.authority.open_session(pending.agent_id)
-        self.session = accept(
+        self.set_session(None)
+        session = accept(
             pending,
             session_epoch=epoch,
             token=secrets.token_bytes(NONCE_BYTES),
             now=self.gateway.clock(),
             policy=self.gateway.options.hello,
         )
+        self.set_session(session)
         self.agent_id = pending.agent_id
         await self.end_feeds()  # subscriptions belong to a session: SUBSCRIBE again
-        await self.send(accept_frame(self.session, new_frame_id()))
+        await self.send(accept_frame(session, new_frame_id()))
 
     async def current_session(self) -> Session:
         session = self.session
@@ -307,10 +383,18 @@ class Connection:
         try:
             session.check(self.gateway.clock(), current)
         except MwpError:
-            self.session = None  # expired or fenced: only a new HELLO continues
+            self.set_session(None)  # expired or fenced: only a new HELLO continues
             await self.end_feeds()
             raise
         return session
+
+    def set_session(self, session: Session | None) -> None:
+        """This connection's session; its token authorizes the Artifact routes while set."""
+        if self.session is not None:
+            self.gateway.sessions.pop(self.session.token, None)
+        self.session = session
+        if session is not None:
+            self.gateway.sessions[session.token] = session
 
     def serves(self, session: Session) -> bool:
         """Whether ``session`` is still this connection's, unexpired (checked per delivery)."""

@@ -25,6 +25,8 @@ from mwp.core.wire.jcs import sha256_ref
 
 CLAUSES: tuple[str, ...] = ("MWP-EVT-008",)
 
+# The development certificates' folder under a state folder (`mwp gateway`, `mwp dev`).
+DEVELOPMENT_FOLDER = "gateway-tls"
 CA_CERT = "ca.pem"
 CA_KEY = "ca-key.pem"
 SERVER_CERT = "server.pem"

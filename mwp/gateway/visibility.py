@@ -43,6 +43,7 @@ class MembershipTimeline:
     def __init__(self) -> None:
         self.sequence = 0
         self._spans: dict[str, list[Span]] = {}
+        self._live: dict[str, tuple[str, str]] = {}  # member: (role, state) while it lives
 
     def evolve(self, event: Mapping[str, Any]) -> None:
         """Apply the next Event of the Group (sequence order, no gaps)."""
@@ -57,9 +58,11 @@ class MembershipTimeline:
         spans = self._spans.setdefault(member, [])
         current = spans[-1] if spans and spans[-1].last is None else None
         if membership["state"] == "ended":
+            self._live.pop(member, None)
             if current is not None:
                 current.last = sequence
             return
+        self._live[member] = (str(membership.get("role", "")), str(membership["state"]))
         start = int(membership["visibilityStartSequence"])
         if current is None:
             spans.append(Span(start))
@@ -69,6 +72,11 @@ class MembershipTimeline:
     def may_see(self, member: str, sequence: int) -> bool:
         """Whether ``member``'s Memberships cover Event ``sequence`` (at most :attr:`sequence`)."""
         return any(span.covers(sequence) for span in self._spans.get(member, ()))
+
+    def membership(self, member: str) -> tuple[str, str] | None:
+        """The role and state (``provisional`` or ``active``) of ``member``'s live Membership
+        at :attr:`sequence`; None when it has none."""
+        return self._live.get(member)
 
     def ever_member(self, member: str) -> bool:
         """Whether ``member`` ever held a Membership in this Group (through :attr:`sequence`)."""

@@ -59,6 +59,7 @@ class MwpDev:
                 str(port),
                 "--ui-port",
                 str(ui_port),
+                "--no-gateway",  # its default ports may be taken on a shared machine
                 *extra,
             ],
             cwd=REPO,

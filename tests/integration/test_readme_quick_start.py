@@ -2,9 +2,9 @@
 order, in a fresh folder, each a real process (the dev server, the authority worker and the
 README's own agent included), ending with the Mission approved.
 
-Only two things differ from a person's shell: `MWP_ADDRESS` and `MWP_UI_PORT` point every
-command at free ports (so a developer's own `mwp dev` is left alone), and the placeholders
-are filled in with the IDs the commands before printed.
+Only two things differ from a person's shell: `MWP_ADDRESS` and the `MWP_*_PORT` variables
+point every command at free ports (so a developer's own `mwp dev` is left alone), and the
+placeholders are filled in with the IDs the commands before printed.
 """
 
 from __future__ import annotations
@@ -119,6 +119,8 @@ def shell(tmp_path: Path) -> Iterator[Shell]:
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["MWP_ADDRESS"] = f"127.0.0.1:{free_port()}"
     env["MWP_UI_PORT"] = str(free_port())
+    env["MWP_GATEWAY_PORT"] = str(free_port())
+    env["MWP_ARTIFACT_PORT"] = str(free_port())
     env["MWP_PROTOCOL_ROOT"] = os.environ.get("MWP_PROTOCOL_ROOT", "")
     runner = Shell(tmp_path, env)
     try:

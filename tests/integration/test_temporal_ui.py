@@ -73,8 +73,13 @@ async def shown(page: Page, text: str, timeout: float = 30.0) -> bool:
     deadline = loop.time() + timeout
     while loop.time() < deadline:
         for frame in page.frames:
-            if await frame.get_by_text(text).count():
-                return True
+            try:
+                if await frame.get_by_text(text).count():
+                    return True
+            except Exception as error:  # the UI replaced that frame while it was searched
+                if "detached" not in str(error):
+                    raise
+                continue
         await asyncio.sleep(0.2)
     return False
 

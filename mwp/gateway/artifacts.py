@@ -1,0 +1,230 @@
+"""Artifacts through the gateway: read and upload by Group, for the Group's members only.
+
+An Artifact belongs to a Group when the Group's log publishes it (an ``artifact.published``
+Event's manifest names its content hash) or when a Worker of the Group uploaded it through
+the gateway, which leaves an empty marker ``artifacts/groups/<sha256 of the Group ID>/<content
+hex>`` beside the content in the authority's store. The content itself stays content-addressed
+(:class:`~mwp.stores.artifacts.ArtifactStore`), stored once whatever the Groups.
+
+* **read**: the Agent must hold a live (provisional or active) Membership in the Group at the
+  reader's head, and the Artifact must belong to the Group. The bytes are re-hashed before they
+  leave: a stored object that no longer matches its hash is an ``INTERNAL_ERROR``, never bytes.
+* **upload**: the Agent must hold an active ``worker`` Membership; the body is bounded, stored
+  content-addressed (a declared hash, if any, must match) and marked as the Group's.
+
+A Group the Agent may not see, a Group that does not exist and an Artifact the Group does not
+hold get one answer (the same code, message and members), no sooner than ``refusal_seconds``
+after the request, as SUBSCRIBE's refusals: the same work is done for every Group ID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import Final
+from urllib.parse import unquote
+
+from mwp.core.errors import Diagnostic, ErrorCode, MwpError
+from mwp.core.wire.jcs import canonicalize
+from mwp.gateway.hello import Session
+from mwp.gateway.https import OCTETS, HttpRefusal, Request, Response
+from mwp.gateway.subscriptions import GroupReader, Readers
+from mwp.stores.artifacts import (
+    ArtifactIntegrityError,
+    ArtifactNotFound,
+    ArtifactStore,
+    StoredContent,
+    hex_of,
+)
+from mwp.stores.objects import ObjectStore
+
+CLAUSES: tuple[str, ...] = ("MWP-MSN-012", "MWP-WRK-024")
+
+GROUP_PREFIX: Final = "artifacts/groups/"
+# The largest upload one request may carry (held in memory while it is hashed).
+MAX_ARTIFACT_BYTES: Final = 32 * 1024 * 1024
+PUBLISHED_KIND: Final = "artifact.published"
+SESSION_HEADER: Final = "authorization"
+BEARER: Final = "Bearer "
+
+
+def group_marker(group_id: str, content_hash: str) -> str:
+    """The key marking ``content_hash`` as uploaded for ``group_id`` (Group IDs are URIs: they
+    are hashed so that any ID makes one path segment)."""
+    group_hex = hashlib.sha256(group_id.encode("utf-8")).hexdigest()
+    return f"{GROUP_PREFIX}{group_hex}/{hex_of(content_hash)}"
+
+
+def not_held(group_id: str) -> MwpError:
+    # One answer for an unknown Group, a Group the Agent may not see and an unknown Artifact.
+    return MwpError(
+        ErrorCode.GROUP_NOT_FOUND,
+        "No such Group or Artifact.",
+        group_id=group_id,
+        diagnostic=Diagnostic("gateway", "artifact-unknown"),
+    )
+
+
+def _tampered(group_id: str) -> MwpError:
+    return MwpError(
+        ErrorCode.INTERNAL_ERROR,
+        "The stored Artifact failed its integrity check.",
+        group_id=group_id,
+        retryable=False,
+        diagnostic=Diagnostic("gateway", "artifact-tampered"),
+    )
+
+
+def _content_hash(text: str) -> str:
+    try:
+        hex_of(text)
+    except ValueError:
+        raise HttpRefusal(400, "An Artifact is named by its sha256: hash.", "hash") from None
+    return text
+
+
+class ArtifactGate:
+    """The decisions: who may read or upload which Artifact of which Group."""
+
+    def __init__(
+        self,
+        readers: Readers,
+        store: ObjectStore,
+        *,
+        refusal_seconds: float,
+        max_bytes: int = MAX_ARTIFACT_BYTES,
+    ) -> None:
+        self.readers = readers
+        self.store = store
+        self.artifacts = ArtifactStore(store)
+        self.refusal_seconds = refusal_seconds
+        self.max_bytes = max_bytes
+
+    async def read(self, agent_id: str, group_id: str, content_hash: str) -> bytes:
+        """The content, verified against its hash."""
+        not_before = asyncio.get_running_loop().time() + self.refusal_seconds
+        reader = await self.readers.acquire(group_id)
+        try:
+            allowed = reader.fault is None and reader.timeline.membership(agent_id) is not None
+            held = await asyncio.to_thread(self._held, reader, group_id, content_hash)
+        finally:
+            await self.readers.release(group_id)
+        if not (allowed and held):
+            await self._refuse_after(not_before)
+            raise not_held(group_id)
+        try:
+            return await asyncio.to_thread(self.artifacts.get, content_hash)
+        except ArtifactNotFound:  # marked or published, but the content is not stored
+            await self._refuse_after(not_before)
+            raise not_held(group_id) from None
+        except ArtifactIntegrityError:
+            raise _tampered(group_id) from None
+
+    async def upload(
+        self, agent_id: str, group_id: str, data: bytes, declared: str | None = None
+    ) -> StoredContent:
+        """Store ``data`` for ``group_id`` (the Agent an active Worker of it)."""
+        not_before = asyncio.get_running_loop().time() + self.refusal_seconds
+        if len(data) > self.max_bytes:
+            raise HttpRefusal(413, f"An Artifact may have at most {self.max_bytes} bytes.", "size")
+        content_hash = "sha256:" + hashlib.sha256(data).hexdigest()
+        if declared is not None and declared != content_hash:
+            raise MwpError(
+                ErrorCode.PROTOCOL_VIOLATION,
+                "The body does not have the declared content hash.",
+                group_id=group_id,
+                diagnostic=Diagnostic("gateway", "declared-hash-mismatch"),
+            )
+        reader = await self.readers.acquire(group_id)
+        try:
+            membership = None if reader.fault else reader.timeline.membership(agent_id)
+        finally:
+            await self.readers.release(group_id)
+        if membership is None:
+            await self._refuse_after(not_before)
+            raise not_held(group_id)
+        if membership != ("worker", "active"):
+            raise MwpError(
+                ErrorCode.AUTH_FORBIDDEN,
+                "Only an active Worker of the Group uploads its Artifacts.",
+                group_id=group_id,
+                diagnostic=Diagnostic("gateway", "artifact-upload-role"),
+            )
+        try:
+            stored = await asyncio.to_thread(self.artifacts.put, data)
+        except ArtifactIntegrityError:  # a different object already sits under this hash
+            raise _tampered(group_id) from None
+        await asyncio.to_thread(self.store.put_if_absent, group_marker(group_id, content_hash), b"")
+        return stored
+
+    def _held(self, reader: GroupReader, group_id: str, content_hash: str) -> bool:
+        for delivered in reader.events:  # every Group does this same scan, member or not
+            if delivered.kind == PUBLISHED_KIND:
+                manifest = delivered.event["payload"].get("manifest") or {}
+                if manifest.get("contentHash") == content_hash:
+                    return True
+        return self.store.exists(group_marker(group_id, content_hash))
+
+    @staticmethod
+    async def _refuse_after(not_before: float) -> None:
+        await asyncio.sleep(max(0.0, not_before - asyncio.get_running_loop().time()))
+
+
+class ArtifactRoutes:
+    """The HTTPS routes, each authorized by the ``sessionToken`` of a HELLO on a live
+    connection (``Authorization: Bearer <token>``):
+
+    * ``GET /groups/<groupId>/artifacts/<sha256:...>``: the bytes;
+    * ``POST /groups/<groupId>/artifacts``: upload, answered ``201`` with
+      ``{"contentHash", "sizeBytes"}``;
+    * ``PUT /groups/<groupId>/artifacts/<sha256:...>``: upload under a declared hash.
+
+    The Group ID is one percent-encoded path segment.
+    """
+
+    def __init__(self, gate: ArtifactGate, session_of: Callable[[str], Awaitable[Session]]):
+        self.gate = gate
+        self.session_of = session_of
+
+    async def __call__(self, request: Request) -> Response:
+        group_id, content_hash = _route(request.target)
+        authorization = request.headers.get(SESSION_HEADER, "")
+        if not authorization.startswith(BEARER):
+            raise MwpError(
+                ErrorCode.AUTH_REQUIRED,
+                "Authorize with the session token of a HELLO.",
+                diagnostic=Diagnostic("session", "no-token"),
+            )
+        session = await self.session_of(authorization[len(BEARER) :].strip())
+        if request.method == "GET" and content_hash is not None:
+            data = await self.gate.read(session.agent_id, group_id, content_hash)
+            return Response(200, data, OCTETS, {"MWP-Content-Hash": content_hash})
+        if (request.method, content_hash is None) in (("POST", True), ("PUT", False)):
+            body = await request.read_body()
+            stored = await self.gate.upload(session.agent_id, group_id, body, content_hash)
+            answer = {"contentHash": stored.content_hash, "sizeBytes": stored.size_bytes}
+            return Response(201, canonicalize(answer))
+        raise HttpRefusal(405, "GET an Artifact; POST or PUT one to upload.", "method")
+
+
+def artifacts_path(group_id: str, content_hash: str | None = None) -> str:
+    from urllib.parse import quote
+
+    path = f"/groups/{quote(group_id, safe='')}/artifacts"
+    return path if content_hash is None else f"{path}/{content_hash}"
+
+
+def _route(target: str) -> tuple[str, str | None]:
+    path = target.split("?", 1)[0]
+    parts = path.split("/")
+    # ["", "groups", <groupId>, "artifacts"] or with a fifth part, the content hash
+    if len(parts) not in (4, 5) or parts[:2] != ["", "groups"] or parts[3] != "artifacts":
+        raise HttpRefusal(404, "No such route.", "route")
+    try:
+        group_id = unquote(parts[2], errors="strict")
+    except UnicodeDecodeError:
+        raise HttpRefusal(400, "A Group ID is percent-encoded UTF-8.", "group-id") from None
+    if not group_id or len(group_id) > 512:
+        raise HttpRefusal(400, "A Group ID is required.", "group-id")
+    return group_id, _content_hash(parts[4]) if len(parts) == 5 else None
