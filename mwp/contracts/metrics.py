@@ -21,6 +21,8 @@ DEFAULT_METRICS_PORT = 9464
 COMMANDS_ACCEPTED = "mwp_commands_accepted"  # label duplicate: "true" | "false"
 COMMANDS_REFUSED = "mwp_commands_refused"  # label code: the MWP error code
 MIRROR_LAG = "mwp_mirror_lag_events"  # label group_id
+# The Group gateway's open WebSocket connections (label: authenticated "true" | "false").
+GATEWAY_CONNECTIONS = "mwp_gateway_connections"
 
 # Temporal's own histogram of a workflow task's execution on the worker (ms): for a
 # MissionWorkflow that is the validator's and handler's decision and apply of its Commands. The

@@ -492,7 +492,6 @@ class DevStack:
 
     async def _start_gateway(self) -> None:
         from mwp.gateway.deferred import DeferredGateway
-        from mwp.gateway.server import GatewayOptions
         from mwp.gateway.tls import DEVELOPMENT_FOLDER, development_certificates, server_context
 
         config = self.config
@@ -503,7 +502,7 @@ class DevStack:
         self.gateway = DeferredGateway(
             lambda: self._organization_gateway(context, paths.server_cert),
             context,
-            GatewayOptions(),
+            self._gateway_options(),
         )
         stack = contextlib.AsyncExitStack()
         try:
@@ -536,7 +535,16 @@ class DevStack:
         authority = TemporalAuthority(
             MwpClient(self.client), organization_id, registrar, open_store(self.config.log_location)
         )
-        return Gateway(authority, context, certificate_hash_of_file(server_cert))
+        return Gateway(
+            authority, context, certificate_hash_of_file(server_cert), self._gateway_options()
+        )
+
+    def _gateway_options(self) -> Any:
+        """Its connection gauge goes with the worker's metrics, when those are served."""
+        from mwp.gateway.server import GatewayOptions
+
+        meter = None if self._runtime is None else self._runtime.metric_meter
+        return GatewayOptions(metric_meter=meter)
 
     @property
     def gateway_url(self) -> str | None:

@@ -43,11 +43,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from temporalio.common import MetricGauge, MetricMeter
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from mwp import PROTOCOL_VERSION
 from mwp.contracts.messages import group_authority
+from mwp.contracts.metrics import GATEWAY_CONNECTIONS
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
 from mwp.core.models.websocket_frame import (
     AckFrame,
@@ -116,6 +118,8 @@ class GatewayOptions:
     in_process_hints: bool = True
     # The largest Artifact one upload may carry.
     max_artifact_bytes: int = MAX_ARTIFACT_BYTES
+    # Where the connection gauge goes (a Temporal runtime's meter, exported with its metrics).
+    metric_meter: MetricMeter | None = None
 
 
 def _utc_now() -> datetime:
@@ -151,6 +155,15 @@ class Gateway:
         self.artifact_address: tuple[str, int] | None = None
         # The live sessions of this gateway's connections, by token (the Artifact routes').
         self.sessions: dict[str, Session] = {}
+        self.open_connections: set[Connection] = set()
+        meter = options.metric_meter
+        self._gauge: MetricGauge | None = (
+            None
+            if meter is None
+            else meter.create_gauge(
+                GATEWAY_CONNECTIONS, "Open WebSocket connections of the Group gateway"
+            )
+        )
         self.artifacts = ArtifactGate(
             self.readers,
             authority.store,
@@ -198,7 +211,22 @@ class Gateway:
 
     async def serve(self, websocket: ServerConnection) -> None:
         """Serve one WebSocket connection."""
-        await Connection(self, websocket).run()
+        connection = Connection(self, websocket)
+        self.open_connections.add(connection)
+        self.count_connections()
+        try:
+            await connection.run()
+        finally:
+            self.open_connections.discard(connection)
+            self.count_connections()
+
+    def count_connections(self) -> None:
+        """Set the gauge: open connections, with and without a live session."""
+        if self._gauge is None:
+            return
+        live = sum(1 for c in self.open_connections if c.authenticated)
+        self._gauge.set(live, {"authenticated": "true"})
+        self._gauge.set(len(self.open_connections) - live, {"authenticated": "false"})
 
     async def routes(self, request: Request) -> Response:
         """Serve one Artifact request."""
@@ -395,6 +423,11 @@ class Connection:
         self.session = session
         if session is not None:
             self.gateway.sessions[session.token] = session
+        self.gateway.count_connections()
+
+    @property
+    def authenticated(self) -> bool:
+        return self.session is not None
 
     def serves(self, session: Session) -> bool:
         """Whether ``session`` is still this connection's, unexpired (checked per delivery)."""

@@ -32,6 +32,8 @@ SOURCES = (
     "tests/integration/test_child_and_follow_up_missions.py",
     "tests/integration/test_agent_runtime.py::test_the_scheduler_rolls_over_between_runs_and_loses_no_work",
     "tests/integration/test_organization_registry.py::test_continue_as_new_keeps_the_whole_state",
+    # Missions that complete after their retention window, WorkItems that end Failed, Cancelled.
+    "tests/integration/test_mission_completion.py",
 )
 EXPORT_FILE = "export.jsonl"
 
@@ -126,10 +128,23 @@ def select(runs: Iterable[Run]) -> dict[str, Run]:
         "work-item-settled",
         longest("WorkItemWorkflow", lambda c: _has(c[-1], "WORKFLOW_EXECUTION_COMPLETED")),
     )
+    for status in ("COMPLETED", "FAILED"):
+        if ended := _ended(of_type("MissionWorkflow"), status):
+            keep(f"mission-{status.lower()}", ended)
+    for status in ("FAILED", "CANCELED"):
+        if ended := _ended(of_type("WorkItemWorkflow"), status):
+            keep(f"work-item-{status.lower()}", ended)
     keep("registry-continued", longest("OrganizationRegistryWorkflow", lambda c: len(c) >= 2))
     keep("registry-of-missions", longest("OrganizationRegistryWorkflow", lambda c: len(c) == 1))
     keep("agent-rollover", longest("AgentWorkflow", lambda c: len(c) >= 2))
     return chosen
+
+
+def _ended(chains: list[list[Run]], status: str) -> list[Run] | None:
+    """The longest chain whose last run ended with ``WORKFLOW_EXECUTION_<status>`` (shapes
+    only releases from 0.3.0 on can record: older code never ended these workflows)."""
+    ended = [c for c in chains if _has(c[-1], f"WORKFLOW_EXECUTION_{status}")]
+    return max(ended, key=lambda c: sum(len(_event_types(r)) for r in c)) if ended else None
 
 
 def write(chosen: dict[str, Run], release: str) -> Path:

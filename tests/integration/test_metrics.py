@@ -26,6 +26,7 @@ from mwp.contracts.metrics import (
     COMMANDS_REFUSED,
     DECISION_LATENCY,
     DEFAULT_METRICS_PORT,
+    GATEWAY_CONNECTIONS,
     MIRROR_LAG,
 )
 from mwp.contracts.mission import MISSION_WORKFLOW_TYPE, QUERY_MIRRORED_THROUGH
@@ -147,3 +148,31 @@ def test_metrics_port_alone_binds_the_default_port_and_zero_or_nothing_turns_the
         for flags in (["--metrics-port"], ["--metrics-port", "9999"], ["--metrics-port", "0"], [])
     ]
     assert ports == [DEFAULT_METRICS_PORT, 9999, None, None]
+
+
+async def test_the_gateway_counts_its_connections_with_and_without_a_session(
+    mwp_client: MwpClient, tmp_path: Path
+) -> None:
+    from mwp.gateway.server import GatewayOptions
+    from tests.integration.missions_helper import new_crew
+    from tests.integration.test_gateway import running_gateway
+
+    port = free_port()
+    runtime = metrics_runtime(port)  # kept: the exporter lives as long as its runtime
+    crew = await new_crew(mwp_client, workers=1)
+
+    def connections(authenticated: str) -> float:
+        return value(port, GATEWAY_CONNECTIONS, authenticated=authenticated)
+
+    options = GatewayOptions(metric_meter=runtime.metric_meter)
+    async with running_gateway(mwp_client, crew.organization, tmp_path, options=options) as gw:
+        async with gw.client() as client:
+            await eventually(lambda: _true(connections("false") == 1), timeout=10)
+            await client.hello(crew.workers[0])
+            await eventually(lambda: _true(connections("true") == 1), timeout=10)
+            assert connections("false") == 0
+        await eventually(lambda: _true(connections("true") == 0), timeout=10)
+
+
+async def _true(condition: bool) -> bool:
+    return condition
