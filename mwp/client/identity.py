@@ -3,10 +3,12 @@ folder, and Agent Cards."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import stat
+import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -149,14 +151,28 @@ class Identity:
         return cls(Principal.from_json(value["principal"]), value["keyId"], key, value["validFrom"])
 
     def save(self, path: Path, *, overwrite: bool = False) -> None:
-        """Write a 0600 key file (created exclusively unless ``overwrite``)."""
+        """Write a 0600 key file (created exclusively unless ``overwrite``).
+
+        The file appears whole or not at all: another process (``mwp dev`` and ``mwp
+        registry init`` both make sure the Group Authority key exists) never reads a
+        half-written key. It is written aside, then linked into place, which fails if the
+        name exists, or renamed over it when ``overwrite``."""
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
-        fd = os.open(path, flags, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            os.fchmod(handle.fileno(), 0o600)
-            json.dump(self.to_key_file(), handle, indent=2)
-            handle.write("\n")
+        fd, aside = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w") as handle:
+                os.fchmod(handle.fileno(), 0o600)
+                json.dump(self.to_key_file(), handle, indent=2)
+                handle.write("\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            if overwrite:
+                os.replace(aside, path)
+            else:
+                os.link(aside, path)  # FileExistsError if the name is taken
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(aside)
 
     @classmethod
     def load(cls, path: Path) -> Identity:
