@@ -100,6 +100,7 @@ from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import GroupAuthority
 from mwp.core.group.api import (
     RULES_0_1_0,
+    RULES_ARCHIVE,
     RULES_DOOR,
     AuthorityContext,
     ChildSettled,
@@ -107,6 +108,7 @@ from mwp.core.group.api import (
     Outcome,
     TimerFired,
 )
+from mwp.core.group.archive import GROUP_ARCHIVE_KIND
 from mwp.core.group.artifact import embedded_manifest
 from mwp.core.kinds import FINAL_WORK_STATES, TERMINAL_MISSION_STATES
 from mwp.core.organization.service import RegistrySubscription
@@ -200,7 +202,13 @@ class MissionWorkflow:
         # rules, in every run that starts after the upgrade; a run replaying older history
         # keeps taking them as it did (and takes sealed ones too, unopened, as before).
         self._sealed = workflow.patched(patches.MISSION_SEALED_MESSAGES.id)
-        self._rules = RULES_DOOR if self._sealed else RULES_0_1_0
+        # A closed Group takes its archive Command (its snapshot verified here) and the
+        # workflow completes once it is recorded, in every run that starts after the upgrade.
+        # Their Events carry each Command's signing hash as commandHash (authority.py).
+        self._archives = self._sealed and workflow.patched(patches.MISSION_ARCHIVES.id)
+        self._rules = (
+            RULES_ARCHIVE if self._archives else RULES_DOOR if self._sealed else RULES_0_1_0
+        )
         self._trusted: TrustedKey | None = None  # the key that seals messages, once fetched
         self._trusted_binding: dict[str, Any] | None = None  # the same, as its binding JSON
         self._inbound: list[tuple[str, Any]] = []  # (message type, sealed document) to open
@@ -343,13 +351,14 @@ class MissionWorkflow:
             seconds=self._input.closed_retention_seconds or CLOSED_RETENTION_SECONDS
         )
         remaining = self._closed_at + retention - workflow.now()
-        if not self._ending and remaining > timedelta(0):
+        if not self._ending and remaining > timedelta(0) and not self._archived():
             try:
                 await workflow.wait_condition(
                     lambda: (
                         self._has_inbox()
                         or self._failed(publisher)
                         or self._should_continue_as_new()
+                        or self._archived()
                     ),
                     timeout=remaining,
                 )
@@ -365,6 +374,11 @@ class MissionWorkflow:
             )
         )
         return not (self._has_inbox() or self._failed(publisher))
+
+    def _archived(self) -> bool:
+        """``group.archived`` is recorded: the Group takes nothing more, so the retention
+        window ends early (only in runs that archive)."""
+        return self._archives and self._authority.archived
 
     def _tell_failed_work_items(self) -> None:
         """A failed item can be offered again only while its Mission is active: now its child
@@ -532,6 +546,14 @@ class MissionWorkflow:
                 # evidence is, before the core decides on its content.
                 verify_value(
                     embedded_manifest(verified.document["payload"]), PROFILES["artifact"], evidence
+                )
+            elif self._archives and verified.document.get("kind") == GROUP_ARCHIVE_KIND:
+                # The final snapshot is signed by its creator (the core checks who that may
+                # be), verified here against the same Registry evidence.
+                verify_value(
+                    verified.document["payload"].get("snapshot"),
+                    PROFILES["group-snapshot"],
+                    evidence,
                 )
         except MwpError as exc:
             raise self._refused(exc, now) from None

@@ -82,6 +82,18 @@ WORK_ITEM_ENDS_AS_ITEM = Patch(
     "test_a_new_style_work_item_history_needs_its_patch",
 )
 
+MISSION_ARCHIVES = Patch(
+    "mission-archives",
+    "2026-12-01",
+    "MissionWorkflow",
+    "Commands are decided under the archive rules (AuthorityContext.rules): a closed Group "
+    "takes the group_archive Command, whose signed final snapshot the workflow verifies, "
+    "records group.snapshot.created and group.archived, then refuses every Command; the "
+    "workflow ends its retention window once the Group is archived; the Events of a Command "
+    "carry its signing hash as commandHash (the whole Command's hash before)",
+    shown_by="tests/integration/test_group_archive.py::test_an_archiving_history_needs_its_patch",
+)
+
 # Oldest first.
 PATCHES: tuple[Patch, ...] = (
     MISSION_SEALED_MESSAGES,
@@ -89,4 +101,5 @@ PATCHES: tuple[Patch, ...] = (
     AGENT_SEALED_SIGNALS,
     MISSION_COMPLETES,
     WORK_ITEM_ENDS_AS_ITEM,
+    MISSION_ARCHIVES,
 )

@@ -110,15 +110,27 @@ def register(subparsers: Any) -> None:
 
     archive = actions.add_parser(
         "archive",
-        help="write the signed final snapshot of a closed Group",
+        help="write the signed final snapshot of a closed Group and record its archival",
         description=(
-            "Verify a closed Group's whole history and write its signed final snapshot: the "
-            "Mission, WorkItems, decisions, approvals and Artifact references. Deletes nothing."
+            "Verify a closed Group's whole history, write its signed final snapshot (the "
+            "Mission, WorkItems, decisions, approvals and Artifact references), then send the "
+            "Group the archive Command, which records group.snapshot.created and "
+            "group.archived; the Group then refuses every Command. Sign with the Group "
+            "Authority's key (the default). The Command is accepted while the closed "
+            "Mission's workflow still answers (its retention window). Deletes nothing. Exits "
+            "0 when recorded, 1 when refused, 2 when unusable."
         ),
     )
     archive.add_argument("group", metavar="GROUP", help="the Group ID")
     archive.add_argument(
-        "--allow-open", action="store_true", help="archive a Group whose Mission is not closed"
+        "--allow-open",
+        action="store_true",
+        help="write the snapshot of a Group whose Mission is not closed (records nothing)",
+    )
+    archive.add_argument(
+        "--snapshot-only",
+        action="store_true",
+        help="write the final snapshot without sending the archive Command",
     )
     _signing_key(archive)
     _store_and_evidence(archive)
@@ -464,11 +476,59 @@ def _archive(args: argparse.Namespace) -> int:
         )
     if isinstance(reference, int):
         return reference
+    recorded: dict[str, Any] | None = None
+    if not (args.allow_open or args.snapshot_only):
+        outcome = _signed_action(
+            args,
+            "archive",
+            lambda log, identity, evidence: asyncio.run(
+                _record_archive(args, log, identity, reference)
+            ),
+        )
+        if isinstance(outcome, int):
+            print(
+                f"mwp log archive: the final snapshot {reference.key} is stored; its archival "
+                "is not recorded",
+                file=sys.stderr,
+            )
+            return outcome
+        recorded = outcome
     if args.json:
-        print(json.dumps({"groupId": args.group, "snapshot": reference.to_json()}))
+        result: dict[str, Any] = {"groupId": args.group, "snapshot": reference.to_json()}
+        if recorded is not None:
+            result["archived"] = recorded
+        print(json.dumps(result))
     else:
         print(
             f"archived through {reference.through_sequence}: final snapshot {reference.key} "
             f"({reference.snapshot_hash})"
         )
+        if recorded is not None:
+            print(f"recorded group.archived at sequence {recorded['sequence']}")
     return EXIT_OK
+
+
+async def _record_archive(
+    args: argparse.Namespace, log: Any, identity: Any, reference: Any
+) -> dict[str, Any]:
+    """Send the Group its archive Command carrying the stored final snapshot; the Events."""
+    from mwp.client import ClientError, connect
+    from mwp.client.missions import MissionHandle
+    from mwp.core.group.archive import GROUP_ARCHIVE_KIND
+    from mwp.log.compaction import final_snapshot
+
+    final = final_snapshot(log, reference)
+    command = identity.command(
+        GROUP_ARCHIVE_KIND, {"snapshot": final.document}, group_id=args.group
+    )
+    try:
+        client = await connect(args.address, args.namespace)
+        result = await MissionHandle(client, final.mission_id, args.group).send_signed(command)
+    except ClientError as exc:
+        raise LogCliError(str(exc)) from None
+    receipt = result["receipt"]  # group.archived is the Command's last Event
+    return {
+        "sequence": receipt["lastSequence"],
+        "eventId": receipt["eventIds"][-1],
+        "signingHash": receipt["signingHash"],
+    }

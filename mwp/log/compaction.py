@@ -548,3 +548,32 @@ def _store_snapshot(
                 "conflict", f"another snapshot is stored at {target}", group_id=group_id
             ) from None
     return SnapshotReference(group_id, target, through, purpose, content_hash(data))
+
+
+# --- recording the archive ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FinalSnapshot:
+    """What the archive Command carries, read back from the store: the signed final snapshot
+    and the Mission whose workflow decides for the Group."""
+
+    document: Json
+    mission_id: str
+
+
+def final_snapshot(log: GroupEventLog, reference: SnapshotReference) -> FinalSnapshot:
+    """The signed final snapshot ``archive_group`` stored, checked against its reference's
+    hash, and the Mission ID its state document names."""
+    from mwp.core.wire.strict_json import parse_bytes
+
+    group_id, store = log.group_id, log.store
+    data = store.get(reference.key)
+    if data is None or content_hash(data) != reference.snapshot_hash:
+        raise SnapshotError("content-hash", "the stored final snapshot changed", group_id=group_id)
+    document: Json = parse_bytes(data)
+    state = store.get(state_key(group_id, document["stateHash"]))
+    if state is None or content_hash(state) != document["stateHash"]:
+        raise SnapshotError("content-hash", "the snapshot's state document", group_id=group_id)
+    mission_id: str = parse_bytes(state)["archive"]["mission"]["missionId"]
+    return FinalSnapshot(document, mission_id)

@@ -31,7 +31,9 @@ class Envelope:
 
     command: dict[str, Any]  # the wire Command as received (parsed JSON, with signature)
     signing_hash: str  # sha256 of its JCS signing bytes: byte-equality for idempotency
-    command_hash: str  # sha256 of the JCS of the whole Command: the Events' ``commandHash``
+    # sha256 of the JCS of the whole Command: the Events' ``commandHash`` under rules older
+    # than ``RULES_ARCHIVE`` (from it on they carry ``signing_hash``, authority.py).
+    command_hash: str
     # What the six stages established (key, Principal, the key's validity in the current
     # Registry evidence): First Admission needs it; without it, from rules ``RULES_DOOR`` on,
     # the Command is refused as verified against no evidence (``admission.py``).
@@ -39,10 +41,12 @@ class Envelope:
 
 
 # Revisions of the rules: 0.1.0 as released, then the door of issue 12 (unknown critical
-# extensions and core members, override-grant citations, First Admission on the Group path).
+# extensions and core members, override-grant citations, First Admission on the Group path),
+# then Group archival (the ``group_archive`` Command; an archived Group refuses every Command).
 RULES_0_1_0 = 1
 RULES_DOOR = 2
-CURRENT_RULES = RULES_DOOR
+RULES_ARCHIVE = 3
+CURRENT_RULES = RULES_ARCHIVE
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from mwp.core.errors import Diagnostic, ErrorCode, MwpError
 from mwp.core.group import child_mission
 from mwp.core.group.admission import Admission, GroupAdmissionLog
 from mwp.core.group.api import (
+    RULES_ARCHIVE,
     RULES_DOOR,
     AuthorityContext,
     ChildSettled,
@@ -88,6 +89,12 @@ class GroupAuthority:
         return self._state.sequence
 
     @property
+    def archived(self) -> bool:
+        """``group.archived`` was recorded: the Group decides no Command any more."""
+        mission = self._state.mission
+        return mission is not None and mission.archived
+
+    @property
     def receipt_horizon(self) -> int:
         """Receipts of every Command accepted from this Group sequence on are retained."""
         return self._state.receipts.horizon
@@ -117,7 +124,7 @@ class GroupAuthority:
             actor=cmd.actor,
             cause={"type": "command", "id": cmd.action_id},
             correlation_id=cmd.correlation_id,
-            command_hash=cmd.command_hash,
+            command_hash=event_command_hash(cmd.signing_hash, cmd.command_hash, ctx.rules),
             ctx=ctx,
         )
         entry = ReceiptEntry(
@@ -472,6 +479,14 @@ def replay(
     if pending is not None:
         state.receipts.record(*pending)
     return authority
+
+
+def event_command_hash(signing_hash: str, command_hash: str, rules: int) -> str:
+    """The ``commandHash`` of the Events a Command causes: from rules ``RULES_ARCHIVE`` on its
+    signing hash (the JCS bytes without the signature, spec 6.4), as the reference
+    implementation records it; before, the hash of the whole Command, which Groups that
+    decided under older rules keep (docs/event-log.md, "commandHash")."""
+    return signing_hash if rules >= RULES_ARCHIVE else command_hash
 
 
 def _receipt(

@@ -92,6 +92,8 @@ def _decide(
     state: GroupState, cmd: Incoming, ctx: AuthorityContext, admit: Callable[[], None] | None
 ) -> Accepted | Duplicate:
     rule = RULES.get(cmd.kind)
+    if rule is not None and ctx.rules < rule.since_rules:
+        rule = None  # unknown to the rules this Group decides under
     # 1. Group scope.
     if state.mission is None:
         if rule is None or not rule.creates_group:
@@ -104,6 +106,14 @@ def _decide(
         if entry.same_content(cmd.signing_hash, cmd.command_hash):
             return Duplicate(cmd, entry)
         reject(ErrorCode.ACTION_ID_COLLISION, "the Action ID was already used for other content")
+    # 2a. An archived Group decides nothing more (archive.py); only retries got receipts.
+    if state.mission is not None and state.mission.archived:
+        reject(
+            ErrorCode.INVALID_STATE_TRANSITION,
+            f"{cmd.kind} is not permitted: the Group is archived",
+            state="archived",
+            snapshotId=state.mission.archive["snapshotId"] if state.mission.archive else None,
+        )
     # 2b. Freshness: a newly presented Command only (a retry of an accepted one got its
     # receipt above, however old). One issued before the newest evicted receipt's Command was
     # accepted might be a retry of an evicted one: refused too, never applied twice.

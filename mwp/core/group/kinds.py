@@ -9,6 +9,7 @@ from typing import Any
 
 from mwp.core.group import (
     approval,
+    archive,
     artifact,
     child_mission,
     conversation,
@@ -39,6 +40,7 @@ _MODULES = (
     child_mission,
     schedule,
     work_dependency,
+    archive,
 )
 
 RULES: dict[str, CommandRule] = {rule.kind: rule for m in _MODULES for rule in m.RULES}

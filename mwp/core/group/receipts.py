@@ -18,9 +18,11 @@ before then (allowing for clock skew) might be the retry of an evicted one, so i
 not fresh, and its sender signs a new one (spec 19). ``horizon`` says from which sequence on
 receipts are complete.
 
-Entries rebuilt by :func:`replay` know only the Event's ``commandHash``, not the signing hash;
-for them a retry counts as a duplicate only when it is the identical Command (same signature
-too) and anything else with that Action ID is refused as a collision, never applied twice.
+Entries rebuilt by :func:`replay` know only the Event's ``commandHash``. Under rules older than
+``RULES_ARCHIVE`` that is the whole Command's hash: a retry counts as a duplicate only when it
+is the identical Command (same signature too). From ``RULES_ARCHIVE`` on it is the signing hash,
+so such an entry recognizes a retry exactly as a live one does. Anything else with that Action
+ID is refused as a collision, never applied twice.
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ class ReceiptEntry:
 
     def same_content(self, signing_hash: str, command_hash: str) -> bool:
         if self.digest.startswith("c:"):
-            return self.digest == command_digest(command_hash)
+            # An Event's commandHash is the whole Command's hash or, from rules
+            # RULES_ARCHIVE on, its signing hash: either one equal is the same Command.
+            return self.digest in (command_digest(command_hash), command_digest(signing_hash))
         return self.digest == signing_digest(signing_hash)
 
     def to_json(self, key: str) -> list[Any]:

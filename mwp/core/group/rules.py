@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mwp.core.group.api import AuthorityContext
+from mwp.core.group.api import RULES_0_1_0, AuthorityContext
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.payload import NO_MEMBERS, Members
@@ -59,3 +59,6 @@ class CommandRule:
     # every kind passes name theirs in a module-level ``CLAUSES`` (decision.py and the modules
     # it calls); docs/conformance.md maps both to their tests.
     clauses: tuple[str, ...] = ()
+    # The first rules revision that knows the kind: a Group deciding under older rules refuses
+    # it exactly as it refused every kind it did not know (``decision.py``).
+    since_rules: int = RULES_0_1_0

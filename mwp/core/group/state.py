@@ -77,10 +77,16 @@ class Mission:
     closing_reason: str | None = None
     # A child Mission's link to its parent: {missionId, workItemId, depth} (spec 14).
     parent: Json | None = None
+    # Set by ``group.archived``: {snapshotId, throughSequence, archivedAt} (archive.py).
+    archive: Json | None = None
 
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL_MISSION_STATES
+
+    @property
+    def archived(self) -> bool:
+        return self.archive is not None
 
     def to_json(self) -> Json:
         return _compact(
@@ -102,6 +108,7 @@ class Mission:
                 "approval": self.approval,
                 "closingReason": self.closing_reason,
                 "parent": self.parent,
+                "archive": self.archive,
             }
         )
 
@@ -126,6 +133,7 @@ class Mission:
             _opt(data, "approval"),
             _opt(data, "closingReason"),
             _opt(data, "parent"),
+            _opt(data, "archive"),
         )
 
 

@@ -41,6 +41,7 @@ MISSION_VIEW_EXTRAS = frozenset(
         "budgetAllocated",
         "closingReason",
         "artifacts",
+        "archive",
     }
 )
 
@@ -309,6 +310,8 @@ def mission_view(state: GroupState) -> Json:
             "artifacts": [dict(entry) for entry in state.artifacts.values()],
         }
     )
+    if mission.archive is not None:  # absent before archival, as in views from before it
+        view["archive"] = dict(mission.archive)
     return view
 
 

@@ -179,7 +179,9 @@ def test_archive_writes_the_final_snapshot(
 ) -> None:
     events = closed_mission()
     stored_log(located[0], events)
-    code, out, err = run(capsys, "archive", GROUP, "--json", *key_options(tmp_path), *options)
+    code, out, err = run(
+        capsys, "archive", GROUP, "--snapshot-only", "--json", *key_options(tmp_path), *options
+    )
     assert code == 0, err
     snapshot = json.loads(out)["snapshot"]
     assert snapshot["purpose"] == "archival" and snapshot["throughSequence"] == len(events)
@@ -195,7 +197,9 @@ def test_archive_refuses_an_open_group(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     stored_log(located[0], open_mission())
-    code, _, err = run(capsys, "archive", GROUP, *key_options(tmp_path), *options)
+    code, _, err = run(
+        capsys, "archive", GROUP, "--snapshot-only", *key_options(tmp_path), *options
+    )
     assert code == 1 and "INVALID_STATE_TRANSITION" in err
     code, out, _ = run(capsys, "archive", GROUP, "--allow-open", *key_options(tmp_path), *options)
     assert code == 0 and out.startswith("archived through")

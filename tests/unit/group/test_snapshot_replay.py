@@ -15,6 +15,7 @@ from mwp.core.group import (
     GroupAuthority,
     replay,
 )
+from mwp.core.group.archive import GROUP_ARCHIVE_KIND as ARCHIVE
 from mwp.core.group.clock import plus_seconds
 from mwp.core.group.receipts import receipt_key
 from tests.unit.group.harness import (
@@ -39,6 +40,7 @@ from tests.unit.group.harness import (
     selection_basis,
 )
 from tests.unit.group.test_child_missions import Family
+from tests.unit.group.test_group_archive import snapshot as archival_snapshot
 
 TEXT = {"content": [{"type": "text", "text": "Status."}]}
 EXTERNAL = content_hash("external")
@@ -157,6 +159,7 @@ def test_every_event_kind_is_emitted_and_schema_valid() -> None:
     seen = {e["kind"] for e in rich_history().events}  # Harness.send validates each Event
     cancelled = mission_harness()
     cancelled.submit(OWNER, "mission.cancel", {})
+    cancelled.submit(SERVICE, ARCHIVE, {"snapshot": archival_snapshot(cancelled)})
     terminated = mission_harness()
     terminated.submit(COORD, "mission.terminate", {"reason": "x"})
     replaced = mission_harness()  # a Session replacement revokes an active lease
