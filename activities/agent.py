@@ -5,6 +5,9 @@
 * ``run_capability``: one leased run of the capability (:class:`LeasedExecution`), its
   Commands signed with the agent's key under the worker's Session Epoch; heartbeats while it
   runs, so a dead worker is noticed; preemption requests are read from the AgentWorkflow.
+* In gateway mode (``gateway`` given) every Command goes as a ``COMMAND`` frame of the
+  agent's one gateway connection, and a run's WorkItem view, Artifacts and checkpoints come
+  through it too: nothing here reads the store or the authority namespace then.
 * ``signing_key`` (a local activity of the AgentWorkflow): the binding of the agent's key this
   process holds, against which the workflow opens its sealed signals.
 """
@@ -19,7 +22,9 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from mwp.agent.declaration import Agent
-from mwp.agent.execution import LeasedExecution, refusal
+from mwp.agent.execution import LeasedExecution, OwnerChannel, RunContent, refusal
+from mwp.agent.gateway_channel import GatewayChannel, GatewayContent
+from mwp.agent.gateway_link import GatewayLink
 from mwp.agent.progress import OwnerCommand
 from mwp.client import MwpClient
 from mwp.client.missions import MissionHandle
@@ -82,23 +87,61 @@ class _Channel:
         return await self._mission.work_item(work_item_id)
 
     async def preemption_requested(self) -> bool:
-        handle = self._agents.temporal.get_workflow_handle(agent_workflow_id(self._order.agent_id))
-        requested: bool = await handle.query(
-            "preemption_requested", args=[self._order.group_id, self._order.work_item_id]
-        )
-        return requested
+        return await self._agents.preemption_requested(self._order)
 
 
 class AgentActivities:
     """``accept_offer`` and ``run_capability`` for one Agent."""
 
     def __init__(
-        self, agent: Agent, client: MwpClient, store: ObjectStore, card_version: int | None = None
+        self,
+        agent: Agent,
+        client: MwpClient,
+        store: ObjectStore,
+        card_version: int | None = None,
+        *,
+        gateway: GatewayLink | None = None,
     ) -> None:
         self.agent = agent
-        self.client = client
+        self.client = client  # in gateway mode: the agents' namespace only
         self.store = store
         self.card_version = card_version  # registered at start; None: the declaration's
+        self.gateway = gateway
+
+    async def _send(
+        self,
+        group_id: str,
+        mission_id: str,
+        kind: str,
+        payload: Json,
+        *,
+        session_epoch: int,
+        work_item_id: str,
+    ) -> Json:
+        if self.gateway is not None:
+            return await self.gateway.send(
+                kind,
+                payload,
+                group_id=group_id,
+                session_epoch=session_epoch,
+                work_item_id=work_item_id,
+            )
+        mission = MissionHandle(self.client, mission_id, group_id)
+        return await mission.send(
+            self.agent.identity,
+            kind,
+            payload,
+            session_epoch=session_epoch,
+            work_item_id=work_item_id,
+        )
+
+    async def preemption_requested(self, order: ExecutionOrder) -> bool:
+        """Whether the AgentWorkflow asked ``order``'s run to stop at its next checkpoint."""
+        handle = self.temporal.get_workflow_handle(agent_workflow_id(order.agent_id))
+        requested: bool = await handle.query(
+            "preemption_requested", args=[order.group_id, order.work_item_id]
+        )
+        return requested
 
     @property
     def temporal(self) -> Client:
@@ -117,7 +160,6 @@ class AgentActivities:
 
     @activity.defn(name=ACCEPT_OFFER)
     async def accept_offer(self, acceptance: OfferAcceptance) -> Json:
-        mission = MissionHandle(self.client, acceptance.mission_id, acceptance.group_id)
         payload: Json = {
             "offerId": acceptance.offer_id,
             "contractVersion": acceptance.contract_version,
@@ -125,8 +167,9 @@ class AgentActivities:
         if acceptance.schedule_estimate is not None:
             payload["scheduleEstimate"] = acceptance.schedule_estimate
         try:
-            receipt = await mission.send(
-                self.agent.identity,
+            receipt = await self._send(
+                acceptance.group_id,
+                acceptance.mission_id,
                 "work.accept_offer",
                 payload,
                 session_epoch=acceptance.session_epoch,
@@ -146,10 +189,10 @@ class AgentActivities:
     async def disclose_schedule(self, update: ScheduleUpdate) -> Json:
         """Publish a waiting item's changed schedule estimate to its Group. A refusal (the
         item started or moved on meanwhile) is an answer: the estimate is advisory."""
-        mission = MissionHandle(self.client, update.mission_id, update.group_id)
         try:
-            await mission.send(
-                self.agent.identity,
+            await self._send(
+                update.group_id,
+                update.mission_id,
                 SCHEDULE_DISCLOSE_KIND,
                 {
                     "ownershipEpoch": update.ownership_epoch,
@@ -164,13 +207,20 @@ class AgentActivities:
 
     @activity.defn(name=RUN_CAPABILITY)
     async def run_capability(self, order: ExecutionOrder) -> ExecutionOutcome:
+        if self.gateway is None:
+            channel: OwnerChannel = _Channel(self, order)
+            content: RunContent | None = None
+        else:
+            channel = GatewayChannel(self.gateway, order, lambda: self.preemption_requested(order))
+            content = GatewayContent(self.gateway, order.group_id)
         run = LeasedExecution(
             self.agent,
             order,
-            _Channel(self, order),
+            channel,
             self.store,
             beat=activity.heartbeat,
             card_version=self.card_version,
+            content=content,
         )
         outcome = await run.run()
         activity.logger.info("run of %s ended: %s", order.work_item_id, asdict(outcome))

@@ -6,6 +6,13 @@ version when the key, capabilities or concurrency changed), opens a new Session 
 Epoch fences every older session of the agent), and runs a Temporal Worker on
 ``mwp-agent/<agent id>`` hosting the ``run_tool`` activity over a :class:`ToolLedger`. It
 stops cleanly on SIGINT or SIGTERM.
+
+With ``gateway=GatewaySettings(...)`` (experimental) the runtime reaches the authority zone
+only through the Group gateway: its HELLO opens the Session, the gateway subscription feeds
+the AgentWorkflow, Commands, Artifacts and checkpoints go through the gateway, and Temporal
+(``address``/``namespace``: the agents' namespace) serves only the agent's own workflow and
+activities. The registry is not read: the agent's card must be registered by the authority
+side beforehand (``mwp registry add-agent``), at the declaration's card version.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from mwp.agent.declaration import Agent
+from mwp.agent.gateway_inbox import GatewayInboxes
+from mwp.agent.gateway_link import GatewayLink, GatewaySettings
 from mwp.agent.inbox import GroupInboxes
 from mwp.agent.ledger import ToolLedger
 from mwp.agent.signals import SchedulerSignals
@@ -125,13 +134,15 @@ def build_agent_worker(
     task_queue: str | None = None,
     runtime: MwpClient | None = None,
     card_version: int | None = None,
+    gateway: GatewayLink | None = None,
     **options: Any,
 ) -> Worker:
     """A Worker on ``agent``'s task queue (or ``task_queue``) hosting its tool activity and,
     given the ``runtime`` client, its AgentWorkflow (the Worker Scheduler) with the
     ``accept_offer`` and ``run_capability`` activities. ``card_version`` is the Agent Card
     version the registry holds for ``agent`` (:func:`ensure_registered`): its runs name it as
-    the producer of what they publish."""
+    the producer of what they publish. With ``gateway`` its activities reach the Groups
+    through that connection only."""
     from mwp.activities.agent import AgentActivities
     from mwp.activities.tools import ToolActivities
     from mwp.workflows.agent import AgentWorkflow
@@ -140,7 +151,7 @@ def build_agent_worker(
     activities: list[Callable[..., Any]] = [tools.run_tool]
     workflows: list[type] = []
     if runtime is not None:
-        agents = AgentActivities(agent, runtime, ledger.store, card_version)
+        agents = AgentActivities(agent, runtime, ledger.store, card_version, gateway=gateway)
         activities += [
             agents.accept_offer,
             agents.run_capability,
@@ -193,12 +204,12 @@ async def start_scheduler(
     )
 
 
-def scheduler_inboxes(
-    client: MwpClient, registry: OrganizationRegistryClient, agent: Agent, store: ObjectStore
-) -> GroupInboxes:
-    """The agent's Group inboxes, feeding its AgentWorkflow (each batch sealed with the
+def _scheduler_feed(
+    client: Client, agent: Agent
+) -> tuple[Callable[[], Any], Callable[[dict[str, Any]], Any]]:
+    """The AgentWorkflow's Cursors, and a delivery of one batch to it (sealed with the
     agent's key)."""
-    handle = client.temporal.get_workflow_handle(agent_workflow_id(agent.agent_id))
+    handle = client.get_workflow_handle(agent_workflow_id(agent.agent_id))
     signals = SchedulerSignals(agent.identity)
 
     async def cursors() -> dict[str, Any]:
@@ -208,9 +219,33 @@ def scheduler_inboxes(
     async def deliver(batch: dict[str, Any]) -> None:
         await handle.signal(SIGNAL_DELIVER, signals.sealed(Delivery.from_body(batch)))
 
+    return cursors, deliver
+
+
+def scheduler_inboxes(
+    client: MwpClient, registry: OrganizationRegistryClient, agent: Agent, store: ObjectStore
+) -> GroupInboxes:
+    """The agent's Group inboxes, feeding its AgentWorkflow (each batch sealed with the
+    agent's key)."""
+    cursors, deliver = _scheduler_feed(client.temporal, agent)
     authority = group_authority(registry.organization_id)
     return GroupInboxes(
         store, registry.evidence, cursors, deliver, authority=authority, agent_id=agent.agent_id
+    )
+
+
+def gateway_inboxes(
+    client: Client,
+    link: GatewayLink,
+    agent: Agent,
+    journal: ObjectStore,
+    groups: tuple[str, ...] = (),
+) -> GatewayInboxes:
+    """The agent's inboxes in gateway mode: its gateway subscription feeding its
+    AgentWorkflow, journaled in the agent's own ``journal`` store."""
+    cursors, deliver = _scheduler_feed(client, agent)
+    return GatewayInboxes(
+        link, cursors, deliver, agent_id=agent.agent_id, journal=journal, groups=groups
     )
 
 
@@ -238,12 +273,26 @@ async def run_agent_worker(
     scheduler_options: Mapping[str, Any] | None = None,
     stop: asyncio.Event | None = None,
     report: Callable[[str], None] | None = None,
+    gateway: GatewaySettings | None = None,
 ) -> AgentSession:
     """Register, open a Session, run the agent's runtime until ``stop`` is set (without one:
     until SIGINT or SIGTERM); the session. ``scheduler_options`` go to the AgentWorkflow's
     input (for example ``lease_seconds``, ``weights``, ``quotas``). ``report`` gets one line
     per run as its outcome is known, per declined offer, and when another runtime of the agent
-    replaced this one's Session, which stops it (default: printed to stdout)."""
+    replaced this one's Session, which stops it (default: printed to stdout). With
+    ``gateway`` the runtime goes through the gateway only (see the module docstring)."""
+    if gateway is not None:
+        return await _run_through_gateway(
+            agent,
+            gateway,
+            address=address,
+            namespace=namespace,
+            tool_store=tool_store or str(state_dir / "agent-ledger"),
+            on_ready=on_ready,
+            scheduler_options=scheduler_options,
+            stop=stop,
+            report=report,
+        )
     organization = organization_id_of(state_dir, organization_id)
     registrar = KeyStore.in_state_dir(state_dir).load(REGISTRY_KEY_NAME)
     client = await connect(address, namespace, interceptors=active_interceptors())
@@ -288,6 +337,73 @@ async def run_agent_worker(
         for signum in signals:
             loop.remove_signal_handler(signum)
     return dataclasses.replace(session, replaced_by=watch.replaced_by)
+
+
+async def _run_through_gateway(
+    agent: Agent,
+    settings: GatewaySettings,
+    *,
+    address: str,
+    namespace: str,
+    tool_store: str,
+    on_ready: Callable[[AgentSession], None] | None,
+    scheduler_options: Mapping[str, Any] | None,
+    stop: asyncio.Event | None,
+    report: Callable[[str], None] | None,
+) -> AgentSession:
+    """:func:`run_agent_worker` in gateway mode: the gateway is the only door to the authority
+    zone; ``tool_store`` is the agent's own (its tool ledger and audit records)."""
+    organization = str(agent.card()["organizationId"])
+    card_version = agent.card_info.card_version
+    client = await connect(address, namespace, interceptors=active_interceptors())
+    store = open_store(tool_store)
+    if isinstance(store, S3ObjectStore):
+        store.ensure_bucket()
+    queue = agent_task_queue(agent.agent_id)
+    lines = report or _print_line
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM) if stop is None else ()
+    stop = stop or asyncio.Event()
+    for signum in signals:
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        async with GatewayLink.open(settings, agent) as link:
+            epoch = link.session_epoch
+            worker = build_agent_worker(
+                client.temporal,
+                agent,
+                ToolLedger(store),
+                task_queue=queue,
+                runtime=client,
+                card_version=card_version,
+                gateway=link,
+                interceptors=[RunLines(agent_name(agent.agent_id), lines)],
+            )
+            session = AgentSession(organization, card_version, epoch, queue)
+            async with worker:
+                await start_scheduler(
+                    client.temporal, agent, card_version, epoch, **(scheduler_options or {})
+                )
+                inboxes = gateway_inboxes(client.temporal, link, agent, store, settings.groups)
+                ended = asyncio.Event()
+                feeding = asyncio.create_task(inboxes.run(ended))
+                if on_ready is not None:
+                    on_ready(session)
+                stopping = asyncio.create_task(stop.wait())
+                closing = asyncio.create_task(link.closed.wait())
+                await asyncio.wait({stopping, closing}, return_when=asyncio.FIRST_COMPLETED)
+                stopping.cancel()
+                closing.cancel()
+                ended.set()
+                await feeding
+                if link.fatal is not None:
+                    lines(
+                        f"{agent_name(agent.agent_id)}: the gateway ended the session: {link.fatal}"
+                    )
+    finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+    return session
 
 
 def _print_line(line: str) -> None:

@@ -19,7 +19,8 @@ as Updates), so its rules are the same wherever it runs.
   run: a resumed run starts counting again.
 * **Checkpoints** are JSON states stored content-addressed in the object store
   (``checkpoints/<sha256 hex>``) and named in the Group by their ``sha256:`` reference, so any
-  later owner, on any machine sharing the store, resumes from the latest one.
+  later owner, on any machine sharing the store, resumes from the latest one. In gateway
+  mode (:class:`RunContent` over the gateway) they are Artifacts of the Group instead.
 * **Late results.** A submission refused because the run was fenced is kept for audit
   (``late-results/...`` in the store) and never completes the item (spec 11.5).
 """
@@ -59,7 +60,7 @@ from mwp.core.idempotency import tool_key
 from mwp.core.log.event_log import group_segment
 from mwp.core.wire.jcs import canonicalize
 from mwp.core.wire.strict_json import parse_bytes
-from mwp.stores.artifacts import ArtifactStore
+from mwp.stores.artifacts import ArtifactStore, StoredContent
 from mwp.stores.objects import ObjectStore
 
 CLAUSES: tuple[str, ...] = (
@@ -101,6 +102,43 @@ class OwnerChannel(Protocol):
     async def preemption_requested(self) -> bool:
         """Whether the Worker Scheduler asked this run to stop at its next checkpoint."""
         ...
+
+
+class RunContent(Protocol):
+    """Where a run reads and writes Artifact bytes and checkpoints (the object store, or the
+    gateway's Artifact routes in gateway mode)."""
+
+    async def put_artifact(self, data: bytes) -> StoredContent: ...
+
+    async def get_artifact(self, content_hash: str) -> bytes:
+        """The bytes, hash-checked."""
+        ...
+
+    async def put_checkpoint(self, state: Any) -> str:
+        """Store ``state`` (JSON); its ``sha256:`` reference."""
+        ...
+
+    async def get_checkpoint(self, ref: str) -> Any: ...
+
+
+class StoreContent:
+    """:class:`RunContent` in an object store shared by every runtime of the Organization."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self.artifacts = ArtifactStore(store)
+
+    async def put_artifact(self, data: bytes) -> StoredContent:
+        return await asyncio.to_thread(self.artifacts.put, data)
+
+    async def get_artifact(self, content_hash: str) -> bytes:
+        return await asyncio.to_thread(self.artifacts.get, content_hash)
+
+    async def put_checkpoint(self, state: Any) -> str:
+        return await asyncio.to_thread(store_checkpoint, self.store, state)
+
+    async def get_checkpoint(self, ref: str) -> Any:
+        return await asyncio.to_thread(load_checkpoint, self.store, ref)
 
 
 def checkpoint_key(ref: str) -> str:
@@ -189,6 +227,7 @@ class LeasedExecution:
         beat: Callable[[], None] = lambda: None,
         clock: Callable[[], str] = utc_now,
         card_version: int | None = None,
+        content: RunContent | None = None,
     ) -> None:
         self.agent = agent
         # The Agent Card version the Registry holds (a registered card may be newer than the
@@ -198,6 +237,8 @@ class LeasedExecution:
         self.channel = channel
         self.store = store
         self.artifacts = ArtifactStore(store)
+        # Artifacts and checkpoints; the tool ledger and audit records stay in ``store``.
+        self.content: RunContent = content or StoreContent(store)
         self.ledger = ToolLedger(store, artifacts=self.artifacts)
         self.beat = beat
         self.now = clock
@@ -227,7 +268,7 @@ class LeasedExecution:
             return started
         ref = self.order.resume_from or (view.get("checkpoint") or {}).get("checkpointRef")
         if ref is not None:
-            self.resume_state = await asyncio.to_thread(load_checkpoint, self.store, ref)
+            self.resume_state = await self.content.get_checkpoint(ref)
         renewals = asyncio.create_task(self._renew_forever())
         try:
             return await self._run_capability(self.spec)
@@ -482,7 +523,7 @@ class _LeasedContext(WorkItemFacts):
         return self._run.preempt
 
     async def read_artifact(self, content_hash: str) -> bytes:
-        return await asyncio.to_thread(self._run.artifacts.get, content_hash)
+        return await self._run.content.get_artifact(content_hash)
 
     async def tool(
         self, op_id: str, fn: Callable[..., Awaitable[Any]] | str, /, *args: Any, **kwargs: Any
@@ -507,7 +548,7 @@ class _LeasedContext(WorkItemFacts):
         r = self._run
         lease_id = r.require_lease()
         assert r.spec is not None
-        content = await asyncio.to_thread(r.artifacts.put, data)
+        content = await r.content.put_artifact(data)
         command = publish_command(
             r.agent,
             r.spec,
@@ -538,7 +579,7 @@ class _LeasedContext(WorkItemFacts):
     async def checkpoint(self, progress: Progress, state: Any = None) -> None:
         r = self._run
         lease_id = r.require_lease()
-        ref = None if state is None else await asyncio.to_thread(store_checkpoint, r.store, state)
+        ref = None if state is None else await r.content.put_checkpoint(state)
         r.resume_state = state
         if not r.preempt:
             r.preempt = await r.channel.preemption_requested()

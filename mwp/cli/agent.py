@@ -69,6 +69,25 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="start even if another runtime of this agent is serving: its Session is fenced",
     )
+    run.add_argument(
+        "--gateway",
+        metavar="WSS_URL",
+        help="experimental: reach the authority zone only through this gateway (wss://HOST:PORT);"
+        " --namespace then names the agents' namespace",
+    )
+    run.add_argument("--gateway-ca", type=Path, help="the gateway's trust anchor (a CA file)")
+    run.add_argument(
+        "--gateway-artifacts",
+        metavar="HTTPS_URL",
+        help="the gateway's Artifact address (default: the next port of --gateway)",
+    )
+    run.add_argument(
+        "--gateway-group",
+        action="append",
+        default=[],
+        metavar="GROUP",
+        help="a Group this agent serves through the gateway (repeatable)",
+    )
     add_observability_args(run, log_level="WARNING")  # its own output: one line per run
     run.set_defaults(handler=_run)
 
@@ -250,6 +269,13 @@ def _serve(args: argparse.Namespace) -> int:
         agent = load_agent(args.target)
         if not args.replace:
             asyncio.run(_refuse_if_running(args, agent.agent_id))
+        gateway = None
+        if args.gateway is not None:
+            from mwp.agent.gateway_link import GatewaySettings
+
+            gateway = GatewaySettings(
+                args.gateway, args.gateway_ca, args.gateway_artifacts, tuple(args.gateway_group)
+            )
         session = asyncio.run(
             run_agent_worker(
                 agent,
@@ -260,6 +286,7 @@ def _serve(args: argparse.Namespace) -> int:
                 tool_store=args.store,
                 on_ready=ready,
                 scheduler_options={"lease_seconds": args.lease_seconds},
+                gateway=gateway,
             )
         )
     except (AgentWorkerError, ClientError, AgentRunningError) as exc:

@@ -1,0 +1,78 @@
+"""A run's ways to its Group in gateway mode: owner Commands as ``COMMAND`` frames of the
+agent's :class:`~mwp.agent.gateway_link.GatewayLink`, the WorkItem's view from the Events
+the gateway delivered, and Artifacts and checkpoints over the gateway's HTTPS routes (stored
+as Artifacts of the Group, so a later owner reads them the same way)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mwp.agent.gateway_link import GatewayLink
+from mwp.agent.progress import OwnerCommand
+from mwp.contracts.agent import ExecutionOrder
+from mwp.core.wire.jcs import canonicalize
+from mwp.core.wire.strict_json import parse_bytes
+from mwp.stores.artifacts import StoredContent
+
+Json = dict[str, Any]
+
+
+def artifact_uri(content_hash: str) -> str:
+    """The manifest's ``uri``: content-addressed, fetched through the gateway by hash."""
+    return "urn:mwp:artifact:" + content_hash.removeprefix("sha256:")
+
+
+class GatewayChannel:
+    """An :class:`~mwp.agent.execution.OwnerChannel` over the gateway."""
+
+    def __init__(
+        self,
+        link: GatewayLink,
+        order: ExecutionOrder,
+        preemption_requested: Callable[[], Awaitable[bool]],
+    ) -> None:
+        self._link = link
+        self._order = order
+        self._preemption_requested = preemption_requested
+
+    async def send(self, command: OwnerCommand) -> Json:
+        return await self._link.send(
+            command.kind,
+            command.payload,
+            group_id=self._order.group_id,
+            session_epoch=self._order.session_epoch,
+            work_item_id=command.work_item_id,
+        )
+
+    async def work_item(self, work_item_id: str) -> Json:
+        return self._link.group(self._order.group_id).work_item(work_item_id)
+
+    async def preemption_requested(self) -> bool:
+        return await self._preemption_requested()
+
+
+class GatewayContent:
+    """:class:`~mwp.agent.execution.RunContent` through the gateway, for one Group."""
+
+    def __init__(self, link: GatewayLink, group_id: str) -> None:
+        self._link = link
+        self._group_id = group_id
+
+    async def put_artifact(self, data: bytes) -> StoredContent:
+        content_hash = await self._link.upload(self._group_id, data)
+        return StoredContent(content_hash, len(data), artifact_uri(content_hash), True)
+
+    async def get_artifact(self, content_hash: str) -> bytes:
+        return await self._link.download(self._group_id, content_hash)
+
+    async def put_checkpoint(self, state: Any) -> str:
+        data = canonicalize(state)
+        ref = await self._link.upload(self._group_id, data)
+        if ref != "sha256:" + hashlib.sha256(data).hexdigest():
+            raise ValueError(f"the gateway stored the checkpoint as {ref}")
+        return ref
+
+    async def get_checkpoint(self, ref: str) -> Any:
+        return parse_bytes(await self._link.download(self._group_id, ref))

@@ -1,0 +1,265 @@
+"""The agent's Group inboxes in gateway mode: the gateway subscription of its Groups, handed
+in order to the Worker Scheduler as :class:`~mwp.agent.inbox.GroupInboxes` hands the store's
+logs (the same ``deliver`` batches, slimmed the same way).
+
+The gateway checked each Event's signature, chain and the agent's Membership before sending
+it; the inbox keeps Group order, removes duplicates (delivery is at least once), signals what
+concerns the Scheduler with the Cursor after it (built from the Event's own signing hash) and
+then ``ACK``s that position to the gateway, which keeps it as the agent's durable Cursor on
+the authority side. A Group the agent is not a member of yet is refused like one that does not
+exist (``GROUP_NOT_FOUND``): it is asked for again every ``retry_seconds``, so an agent
+configured for a Group starts receiving it once it is admitted or offered work there.
+
+The gateway resumes a Group after the agent's stored Cursor, never before it, so what a run
+must know of older Events (a WorkItem's contract, the agent's Membership Epoch) is kept in a
+**journal** in the agent's own store: every Event taken is written there (write-once, by
+Group and sequence) before its position is acknowledged, and a restarted runtime rebuilds its
+:class:`~mwp.agent.gateway_views.GroupViews` from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Container, Iterable, Mapping
+from typing import Any
+
+from mwp.agent.gateway_link import GatewayLink
+from mwp.agent.gateway_views import mission_of
+from mwp.agent.inbox import concerns, slim
+from mwp.core.errors import ErrorCode
+from mwp.core.log.cursor import Cursor
+from mwp.core.log.event_log import group_segment
+from mwp.core.models.websocket_frame import AckFrame, ErrorFrame, EventFrame
+from mwp.core.trust.signed_document import signing_hash
+from mwp.core.wire.jcs import canonicalize
+from mwp.core.wire.strict_json import parse_bytes
+from mwp.gateway.frames import Incoming
+from mwp.stores.objects import ObjectStore
+
+Json = dict[str, Any]
+log = logging.getLogger(__name__)
+
+CLAUSES: tuple[str, ...] = ("MWP-WRK-008", "MWP-MSN-012")
+
+JOURNAL_PREFIX = "gateway-journal/"
+
+
+def journal_key(group_id: str, sequence: int) -> str:
+    return f"{JOURNAL_PREFIX}{group_segment(group_id)}/{sequence:016d}.json"
+
+
+def read_journal(store: ObjectStore, group_id: str) -> list[Json]:
+    """The Events journaled for ``group_id``, in Group order."""
+    prefix = f"{JOURNAL_PREFIX}{group_segment(group_id)}/"
+    events: list[Json] = []
+    after: str | None = None
+    while True:
+        keys = store.list_keys(prefix, after=after)
+        for key in keys:
+            data = store.get(key)
+            if data is not None:
+                events.append(parse_bytes(data))
+        if len(keys) < 1000:
+            return events
+        after = keys[-1]
+
+
+class GroupFeed:
+    """One Group's reading state: where the feed is, what the Scheduler holds.
+
+    The subscription delivers in Group order, and never withholds an Event caused by one of
+    this runtime's own Commands (it was a member to send it). Such an Event also comes as the
+    Command's receipt, which may run ahead of the subscription, so an own Event is parked
+    until it is certainly next: its second copy came (then the subscription reached it), or
+    the position reached the sequence before it, or the subscription delivered something
+    later (an Event of another actor, or a watermark)."""
+
+    def __init__(self, group_id: str, held: Json | None) -> None:
+        self.group_id = group_id
+        self.held = held  # the Cursor the Scheduler holds (the last one signalled)
+        self.position = 0 if held is None else int(held["sequence"])
+        self.cursor: Json | None = held
+        self.acked = self.position
+        self.mission_id = ""
+        self.batch: list[Json] = []
+        self.subscribed = False
+        self.parked: dict[int, Json] = {}  # own Events not known to be next yet, by sequence
+        self.unjournaled: list[Json] = []
+
+    def take(self, event: Mapping[str, Any], own_actions: Container[str]) -> list[Json]:
+        """The Events ``event`` lets the feed move on by, in Group order (often just it,
+        possibly none); the position and Cursor move with them."""
+        sequence = int(event["sequence"])
+        if sequence <= self.position:
+            return []  # a duplicate of what the feed delivered before
+        cause = event.get("cause") or {}
+        if cause.get("type") == "command" and cause.get("id") in own_actions:
+            if sequence not in self.parked:
+                self.parked[sequence] = dict(event)
+                return self._release(self.position)  # taken at once if it is next
+            return self._release(sequence)  # the second copy: the subscription reached it
+        before = self._release(sequence - 1)
+        return [*before, *self._advance(dict(event)), *self._release(self.position)]
+
+    def watermark(self, sequence: int) -> list[Json]:
+        """Nothing more for this agent through ``sequence``: parked Events up to it are
+        taken, and the position passes it."""
+        released = self._release(sequence)
+        self.position = max(self.position, sequence)
+        return [*released, *self._release(self.position)]
+
+    def _release(self, through: int) -> list[Json]:
+        """Parked Events through ``through``, then any parked one that is next."""
+        released: list[Json] = []
+        for sequence in sorted(self.parked):
+            if sequence <= through or sequence == self.position + 1:
+                released += self._advance(self.parked.pop(sequence))
+        return released
+
+    def _advance(self, event: Json) -> list[Json]:
+        sequence = int(event["sequence"])
+        if sequence <= self.position:
+            return []
+        self.position = sequence
+        self.cursor = Cursor(self.group_id, sequence, signing_hash(event)).to_json()
+        return [event]
+
+
+class GatewayInboxes:
+    """Feeds a Worker Scheduler from the gateway (see the module docstring)."""
+
+    def __init__(
+        self,
+        link: GatewayLink,
+        cursors: Callable[[], Awaitable[Mapping[str, Json]]],
+        deliver: Callable[[Json], Awaitable[None]],
+        *,
+        agent_id: str,
+        journal: ObjectStore,
+        groups: Iterable[str] = (),
+        retry_seconds: float = 1.0,
+    ) -> None:
+        self.link = link
+        self.journal = journal
+        self.agent_id = agent_id
+        self.retry_seconds = retry_seconds
+        self._cursors = cursors
+        self._deliver = deliver
+        self._wanted: set[str] = set(groups)
+        self._groups: dict[str, GroupFeed] = {}
+        self._frames: asyncio.Queue[Incoming] = asyncio.Queue()
+        self.delivered = 0
+        link.listener = self._frames.put_nowait
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Subscribe and feed the Scheduler until ``stop`` is set or the link closes."""
+        held = await self._cursors()
+        self._wanted.update(held)
+        for group_id in self._wanted:
+            group = self._groups.setdefault(group_id, GroupFeed(group_id, held.get(group_id)))
+            views = self.link.group(group_id)
+            for event in await asyncio.to_thread(read_journal, self.journal, group_id):
+                views.apply(event)
+            group.mission_id = views.mission_id or ""
+        retry = asyncio.create_task(self._subscribe_forever(stop))
+        try:
+            while not stop.is_set() and not self.link.closed.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.5):
+                        incoming = await self._frames.get()
+                        self._take(incoming)
+                        while not self._frames.empty():
+                            self._take(self._frames.get_nowait())
+                try:
+                    await self._flush()
+                except Exception:  # kept batches are signalled again at the next round
+                    log.exception("gateway inbox round failed")
+        finally:
+            retry.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await retry
+
+    async def _subscribe_forever(self, stop: asyncio.Event) -> None:
+        while not stop.is_set() and not self.link.closed.is_set():
+            waiting = [g for g in self._groups.values() if not g.subscribed]
+            if waiting:
+                for group in waiting:
+                    group.subscribed = True  # until a refusal says otherwise
+                try:
+                    await self.link.subscribe(
+                        [{"groupId": g.group_id, "afterSequence": g.position} for g in waiting]
+                    )
+                except Exception:  # the connection closed: the runtime is stopping
+                    log.exception("SUBSCRIBE failed")
+                    return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.retry_seconds)
+
+    # --- frames ------------------------------------------------------------------------------
+
+    def _take(self, incoming: Incoming) -> None:
+        frame, value = incoming.frame, incoming.value
+        if isinstance(frame, EventFrame):
+            event = value["event"]
+            group = self._groups.get(event["groupId"])
+            if group is not None:
+                for taken in group.take(event, self.link.own_actions):
+                    self._in_order(group, taken)
+        elif isinstance(frame, AckFrame):
+            for ack in value["acknowledgements"]:
+                group = self._groups.get(ack["groupId"])
+                if group is not None:
+                    for taken in group.watermark(int(ack["sequence"])):
+                        self._in_order(group, taken)
+        elif isinstance(frame, ErrorFrame):
+            self._refused(value["error"])
+
+    def _in_order(self, group: GroupFeed, event: Json) -> None:
+        self.link.group(group.group_id).apply(event)
+        group.unjournaled.append(event)
+        if not group.mission_id:
+            group.mission_id = mission_of(event) or ""
+        if concerns(event, self.agent_id):
+            group.batch.append(slim(event))
+
+    def _write_journal(self, group_id: str, events: list[Json]) -> None:
+        for event in events:
+            self.journal.put_if_absent(
+                journal_key(group_id, int(event["sequence"])), canonicalize(event)
+            )
+
+    def _refused(self, wire: Mapping[str, Any]) -> None:
+        code, group_id = wire.get("code"), wire.get("groupId")
+        group = self._groups.get(str(group_id)) if group_id is not None else None
+        if code == ErrorCode.GROUP_NOT_FOUND and group is not None:
+            group.subscribed = False  # not a member (yet): asked again at the next round
+        elif code == ErrorCode.BACKPRESSURE:
+            pass  # the window frees as this inbox ACKs what it signalled
+        else:
+            log.warning("gateway error: %s", dict(wire))
+
+    async def _flush(self) -> None:
+        for group in self._groups.values():
+            if group.batch and not group.mission_id and group.held is None:
+                continue  # the Scheduler needs the Mission ID of a new Group; the batch waits
+            if group.unjournaled:
+                await asyncio.to_thread(self._write_journal, group.group_id, group.unjournaled)
+                group.unjournaled = []
+            if group.batch:
+                assert group.cursor is not None
+                await self._deliver(
+                    {
+                        "groupId": group.group_id,
+                        "missionId": group.mission_id,
+                        "events": group.batch,
+                        "held": group.held,
+                        "cursor": group.cursor,
+                    }
+                )
+                self.delivered += len(group.batch)
+                group.held, group.batch = group.cursor, []
+            if group.position > group.acked:
+                await self.link.ack(group.group_id, group.position)
+                group.acked = group.position

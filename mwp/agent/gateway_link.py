@@ -1,0 +1,286 @@
+"""The agent runtime's one connection to the Group gateway (experimental gateway mode).
+
+:class:`GatewayLink` opens a TLS 1.3 WebSocket to the gateway, authenticates with the agent's
+key (the HELLO opens the agent's Session: its epoch replaces ``registry.open_session``), and
+reads every frame the gateway sends on one task:
+
+* ``EVENT`` frames complete pending Command receipts and are passed to the listener (the
+  gateway inbox, which applies them in Group order to the agent's
+  :class:`~mwp.agent.gateway_views.GroupViews`: the WorkItem views and epochs runs need);
+* the ``ACK`` that closes a Command's receipt is consumed here; any other ``ACK`` (a
+  subscription's watermark) goes to the listener;
+* an ``ERROR`` naming a pending frame fails it; others go to the listener; a fatal one
+  (another Session fenced this one) closes the link.
+
+Commands go out as ``COMMAND`` frames on the same connection (:meth:`send`), and Artifacts
+and checkpoints over the gateway's HTTPS routes with this connection's session token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from websockets.exceptions import ConnectionClosed
+
+from mwp import PROTOCOL_VERSION
+from mwp.agent.declaration import Agent
+from mwp.agent.gateway_views import GroupViews
+from mwp.contracts.errors import RemoteMwpError
+from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.models.websocket_frame import AckFrame, ErrorFrame, EventFrame
+from mwp.gateway.client import GatewayClient
+from mwp.gateway.frames import Incoming, new_frame_id
+from mwp.gateway.tls import client_context
+
+Json = dict[str, Any]
+log = logging.getLogger(__name__)
+
+CLAUSES: tuple[str, ...] = ("MWP-WRK-008",)
+
+# How long a Command waits for its receipt before it is sent again (byte-equal: the same
+# receipt comes back, never a second decision).
+RECEIPT_SECONDS = 20.0
+RESENDS = 3
+# Commands whose Events may still be on their way: far more than a runtime has in flight.
+OWN_ACTIONS = 4096
+# Refusals that mean the epochs a Command carried are behind what the gateway delivered.
+_STALE_EPOCHS = frozenset({ErrorCode.MEMBERSHIP_STALE, ErrorCode.AUTH_STALE_COORDINATOR})
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """Where the agent's gateway is and how to trust it.
+
+    ``url`` is the gateway's ``wss://HOST:PORT``; ``ca_file`` the trust anchor (``None``: the
+    system's); ``artifacts_url`` its ``https://HOST:PORT`` for Artifacts (default: the same
+    host, the next port, as ``mwp dev`` serves them); ``groups`` the Groups the agent serves
+    (see docs/gateway.md, "The agent runtime through the gateway")."""
+
+    url: str
+    ca_file: Path | None = None
+    artifacts_url: str | None = None
+    groups: tuple[str, ...] = ()
+
+    def artifacts(self) -> str:
+        if self.artifacts_url is not None:
+            return self.artifacts_url
+        url = urlsplit(self.url)
+        if url.scheme != "wss" or url.hostname is None or url.port is None:
+            raise ValueError(f"not a wss://HOST:PORT address: {self.url!r}")
+        return f"https://{url.hostname}:{url.port + 1}"
+
+
+@dataclass
+class _Receipt:
+    """A Command waiting for its Events and the ``ACK`` that closes them."""
+
+    action_id: str
+    future: asyncio.Future[list[Json]]
+    events: list[Json] = field(default_factory=list)
+
+    def take_event(self, event: Json) -> None:
+        if event.get("cause") == {"type": "command", "id": self.action_id} and all(
+            e["eventId"] != event["eventId"] for e in self.events
+        ):
+            self.events.append(event)
+
+    def closed_by(self, acknowledgements: Sequence[Json]) -> bool:
+        if not self.events:
+            return False
+        last = self.events[-1]
+        return list(acknowledgements) == [
+            {"groupId": last["groupId"], "sequence": last["sequence"]}
+        ]
+
+
+class GatewayLink:
+    """One authenticated gateway connection of an Agent (see the module docstring)."""
+
+    def __init__(self, client: GatewayClient, agent: Agent, artifacts_url: str) -> None:
+        self.client = client
+        self.agent = agent
+        self.artifacts_url = artifacts_url
+        self.views: dict[str, GroupViews] = {}
+        self.listener: Callable[[Incoming], None] | None = None
+        # Action IDs this link sent, the latest OWN_ACTIONS (insertion-ordered): their Events
+        # come as a receipt and by the subscription, and the inbox takes them in Group order.
+        self.own_actions: dict[str, None] = {}
+        self.closed = asyncio.Event()
+        self.fatal: MwpError | None = None
+        self._pending: dict[str, _Receipt] = {}
+        self._reader: asyncio.Task[None] | None = None
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, settings: GatewaySettings, agent: Agent) -> AsyncIterator[GatewayLink]:
+        context = client_context(settings.ca_file)
+        async with GatewayClient.connect(settings.url, context) as client:
+            await client.hello(agent.identity)
+            link = cls(client, agent, settings.artifacts())
+            link._reader = asyncio.create_task(link._read())
+            try:
+                yield link
+            finally:
+                link._reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await link._reader
+
+    @property
+    def session_epoch(self) -> int:
+        epoch = self.client.session_epoch
+        if epoch is None:
+            raise RuntimeError("the link has not authenticated")
+        return epoch
+
+    def group(self, group_id: str) -> GroupViews:
+        views = self.views.get(group_id)
+        if views is None:
+            views = self.views[group_id] = GroupViews(group_id, self.agent.agent_id)
+        return views
+
+    # --- reading ---------------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                self._dispatch(await self.client.receive())
+        except ConnectionClosed:
+            log.warning("the gateway closed the connection")
+        except Exception:
+            log.exception("reading from the gateway failed")
+        finally:
+            self.closed.set()
+            for receipt in self._pending.values():
+                if not receipt.future.done():
+                    receipt.future.set_exception(
+                        MwpError(ErrorCode.INTERNAL_ERROR, "the gateway connection closed")
+                    )
+
+    def _dispatch(self, incoming: Incoming) -> None:
+        frame, value = incoming.frame, incoming.value
+        if isinstance(frame, EventFrame):
+            event = value["event"]
+            for receipt in self._pending.values():
+                receipt.take_event(event)
+        elif isinstance(frame, AckFrame):
+            for frame_id, receipt in list(self._pending.items()):
+                if receipt.closed_by(value["acknowledgements"]):
+                    del self._pending[frame_id]
+                    if not receipt.future.done():
+                        receipt.future.set_result(receipt.events)
+                    return  # a receipt's end, not a watermark of the subscription
+        elif isinstance(frame, ErrorFrame):
+            wire = value["error"]
+            pending = self._pending.pop(str(wire.get("relatedFrameId")), None)
+            if pending is not None:
+                if not pending.future.done():
+                    pending.future.set_exception(RemoteMwpError(wire))
+                return
+            if wire.get("fatal") or wire.get("code") == ErrorCode.AUTH_REQUIRED:
+                # Fenced by a newer Session, or the session token expired: this connection
+                # serves the runtime no longer (a restart says HELLO again).
+                self.fatal = RemoteMwpError(wire)
+                self.closed.set()
+        else:
+            return  # PING replies and the rest carry nothing for the runtime
+        if self.listener is not None:
+            self.listener(incoming)
+
+    # --- Commands ----------------------------------------------------------------------------
+
+    async def command(self, command: Mapping[str, Any]) -> list[Json]:
+        """Send a signed Command; its Events. Sent again, byte-equal, when no receipt came
+        or the gateway asked to retry (``BACKPRESSURE``)."""
+        self.own_actions[str(command["actionId"])] = None
+        if len(self.own_actions) > OWN_ACTIONS:
+            del self.own_actions[next(iter(self.own_actions))]
+        for attempt in range(RESENDS + 1):
+            frame_id = new_frame_id()
+            receipt = _Receipt(str(command["actionId"]), asyncio.get_running_loop().create_future())
+            self._pending[frame_id] = receipt
+            await self.client.send(
+                {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "frameId": frame_id,
+                    "frameType": "COMMAND",
+                    "command": dict(command),
+                }
+            )
+            try:
+                async with asyncio.timeout(RECEIPT_SECONDS):
+                    return await receipt.future
+            except TimeoutError:
+                self._pending.pop(frame_id, None)
+                if attempt == RESENDS:
+                    raise MwpError(
+                        ErrorCode.INTERNAL_ERROR,
+                        "the gateway sent no receipt for the Command",
+                        retryable=True,
+                    ) from None
+            except MwpError as error:
+                if error.code is not ErrorCode.BACKPRESSURE or attempt == RESENDS:
+                    raise
+                await asyncio.sleep((error.retry_after_ms or 250) / 1000)
+        raise AssertionError("unreachable")
+
+    async def send(
+        self,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        group_id: str,
+        session_epoch: int,
+        work_item_id: str | None = None,
+    ) -> Json:
+        """Sign ``kind`` as the agent (its Membership Epoch as delivered in the Group) and send
+        it; a receipt shaped as the client SDK's (``{"events": [...]}``)."""
+        try:
+            return await self._signed_and_sent(kind, payload, group_id, session_epoch, work_item_id)
+        except MwpError as error:
+            if error.code not in _STALE_EPOCHS:
+                raise
+            # The Membership changed in an Event not delivered yet: let the feed catch up.
+            await asyncio.sleep(0.5)
+            return await self._signed_and_sent(kind, payload, group_id, session_epoch, work_item_id)
+
+    async def _signed_and_sent(
+        self,
+        kind: str,
+        payload: Mapping[str, Any],
+        group_id: str,
+        session_epoch: int,
+        work_item_id: str | None,
+    ) -> Json:
+        epochs = self.group(group_id).epochs()
+        command = self.agent.identity.command(
+            kind,
+            payload,
+            group_id=group_id,
+            session_epoch=session_epoch,
+            membership_epoch=epochs["membershipEpoch"],
+            work_item_id=work_item_id,
+        )
+        return {"events": await self.command(command)}
+
+    # --- subscriptions -----------------------------------------------------------------------
+
+    async def subscribe(self, groups: Sequence[Mapping[str, Any]]) -> str:
+        return await self.client.subscribe(groups)
+
+    async def ack(self, group_id: str, sequence: int) -> None:
+        await self.client.ack(group_id, sequence)
+
+    # --- Artifacts ---------------------------------------------------------------------------
+
+    async def upload(self, group_id: str, data: bytes) -> str:
+        return await self.client.upload_artifact(self.artifacts_url, group_id, data)
+
+    async def download(self, group_id: str, content_hash: str) -> bytes:
+        return await self.client.artifact(self.artifacts_url, group_id, content_hash)
