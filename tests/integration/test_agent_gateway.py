@@ -27,15 +27,14 @@ from mwp.contracts.agent import PreemptionRequest, agent_workflow_id
 from mwp.core.trust.registry import Principal
 from mwp.dev.stack import BackgroundStack, ensure_namespace
 from mwp.gateway.artifacts import group_marker
-from mwp.gateway.authority import TemporalAuthority
-from mwp.gateway.server import Gateway
-from mwp.gateway.tls import certificate_hash_of_file, development_certificates, server_context
+from mwp.gateway.tls import development_certificates
 from mwp.log.delivery import ObjectCursorStore
 from mwp.stores.objects import open_store
 from mwp.workers.agent import AgentSession, ensure_registered, run_agent_worker
 from tests.integration import runtime_agent
 from tests.integration.conftest import Organization, stack_log_location
 from tests.integration.missions_helper import MissionRig, WorkItemRef, eventually, new_mission
+from tests.integration.test_gateway import running_gateway
 from tests.integration.test_gateway_subscribe import OPTIONS
 
 AGENTS_NAMESPACE = "mwp-agents-test"
@@ -61,27 +60,15 @@ async def gateway_with_artifacts(
 ) -> AsyncIterator[GatewaySettings]:
     """A real gateway (WebSocket and Artifact listeners) of ``organization``; the settings an
     agent needs to reach it: its two addresses and its CA, nothing else."""
-    paths = development_certificates(folder)
-    authority = TemporalAuthority(
-        client,
-        organization.organization_id,
-        organization.registrar,
-        open_store(stack_log_location()),
-        group_lookup_seconds=0.5,
-    )
-    gateway = Gateway(
-        authority,
-        server_context(paths.server_cert, paths.server_key),
-        certificate_hash_of_file(paths.server_cert),
-        OPTIONS,
-    )
-    async with gateway.listening("127.0.0.1", 0, artifact_port=0) as server:
-        port = server.sockets[0].getsockname()[1]
-        assert gateway.artifact_address is not None
+    async with running_gateway(
+        client, organization, folder, options=OPTIONS, artifact_port=0
+    ) as running:
+        address = running.gateway.artifact_address
+        assert address is not None
         yield GatewaySettings(
-            f"wss://127.0.0.1:{port}",
-            paths.ca_cert,
-            artifacts_url=f"https://127.0.0.1:{gateway.artifact_address[1]}",
+            running.uri,
+            development_certificates(folder).ca_cert,  # the CA the gateway was given
+            artifacts_url=f"https://127.0.0.1:{address[1]}",
         )
 
 

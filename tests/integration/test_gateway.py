@@ -66,6 +66,7 @@ async def running_gateway(
     hello: HelloPolicy | None = None,
     *,
     options: GatewayOptions | None = None,
+    artifact_port: int | None = None,
 ) -> AsyncIterator[Running]:
     paths = development_certificates(folder)
     authority = TemporalAuthority(
@@ -81,7 +82,7 @@ async def running_gateway(
         certificate_hash_of_file(paths.server_cert),
         options or GatewayOptions(hello=hello or HelloPolicy()),
     )
-    async with gateway.listening("127.0.0.1", 0) as server:
+    async with gateway.listening("127.0.0.1", 0, artifact_port=artifact_port) as server:
         port = server.sockets[0].getsockname()[1]
         yield Running(f"wss://127.0.0.1:{port}", client_context(paths.ca_cert), gateway)
 
