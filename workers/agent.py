@@ -299,20 +299,10 @@ async def run_agent_worker(
     registry = client.registry(organization, registrar)
     card_version = await ensure_registered(registry, agent)
     epoch = await registry.open_session(agent.agent_id)
-    store = open_store(tool_store or state_dir / "objects")
-    if isinstance(store, S3ObjectStore):
-        store.ensure_bucket()
+    store = _open_store(str(tool_store or state_dir / "objects"))
     queue = agent_task_queue(agent.agent_id)
     lines = report or _print_line
-    worker = build_agent_worker(
-        client.temporal,
-        agent,
-        ToolLedger(store),
-        task_queue=queue,
-        runtime=client,
-        card_version=card_version,
-        interceptors=[RunLines(agent_name(agent.agent_id), lines)],
-    )
+    worker = _runtime_worker(client, agent, store, card_version, lines)
     session = AgentSession(organization, card_version, epoch, queue)
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM) if stop is None else ()
@@ -356,9 +346,7 @@ async def _run_through_gateway(
     organization = str(agent.card()["organizationId"])
     card_version = agent.card_info.card_version
     client = await connect(address, namespace, interceptors=active_interceptors())
-    store = open_store(tool_store)
-    if isinstance(store, S3ObjectStore):
-        store.ensure_bucket()
+    store = _open_store(tool_store)
     queue = agent_task_queue(agent.agent_id)
     lines = report or _print_line
     loop = asyncio.get_running_loop()
@@ -369,16 +357,7 @@ async def _run_through_gateway(
     try:
         async with GatewayLink.open(settings, agent) as link:
             epoch = link.session_epoch
-            worker = build_agent_worker(
-                client.temporal,
-                agent,
-                ToolLedger(store),
-                task_queue=queue,
-                runtime=client,
-                card_version=card_version,
-                gateway=link,
-                interceptors=[RunLines(agent_name(agent.agent_id), lines)],
-            )
+            worker = _runtime_worker(client, agent, store, card_version, lines, gateway=link)
             session = AgentSession(organization, card_version, epoch, queue)
             async with worker:
                 await start_scheduler(
@@ -404,6 +383,35 @@ async def _run_through_gateway(
         for signum in signals:
             loop.remove_signal_handler(signum)
     return session
+
+
+def _open_store(location: str) -> ObjectStore:
+    store = open_store(location)
+    if isinstance(store, S3ObjectStore):
+        store.ensure_bucket()
+    return store
+
+
+def _runtime_worker(
+    client: MwpClient,
+    agent: Agent,
+    store: ObjectStore,
+    card_version: int,
+    lines: Callable[[str], None],
+    *,
+    gateway: GatewayLink | None = None,
+) -> Worker:
+    """The worker `mwp agent run` serves the agent's task queue with, printing its run lines."""
+    return build_agent_worker(
+        client.temporal,
+        agent,
+        ToolLedger(store),
+        task_queue=agent_task_queue(agent.agent_id),
+        runtime=client,
+        card_version=card_version,
+        gateway=gateway,
+        interceptors=[RunLines(agent_name(agent.agent_id), lines)],
+    )
 
 
 def _print_line(line: str) -> None:
