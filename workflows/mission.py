@@ -101,6 +101,7 @@ from mwp.core.group import GroupAuthority
 from mwp.core.group.api import (
     RULES_0_1_0,
     RULES_ARCHIVE,
+    RULES_CONTEXT,
     RULES_DOOR,
     AuthorityContext,
     ChildSettled,
@@ -110,6 +111,7 @@ from mwp.core.group.api import (
 )
 from mwp.core.group.archive import GROUP_ARCHIVE_KIND
 from mwp.core.group.artifact import embedded_manifest
+from mwp.core.group.context_package import embedded_context_package
 from mwp.core.kinds import FINAL_WORK_STATES, TERMINAL_MISSION_STATES
 from mwp.core.organization.service import RegistrySubscription
 from mwp.core.trust.evidence import evidence_unavailable
@@ -206,8 +208,17 @@ class MissionWorkflow:
         # workflow completes once it is recorded, in every run that starts after the upgrade.
         # Their Events carry each Command's signing hash as commandHash (authority.py).
         self._archives = self._sealed and workflow.patched(patches.MISSION_ARCHIVES.id)
+        # A new Worker's offer and a replacement Coordinator name a Context Package the Group
+        # published (an offer may carry it, verified here), in every run started after it.
+        self._contexts = self._archives and workflow.patched(patches.MISSION_CONTEXT_PACKAGES.id)
         self._rules = (
-            RULES_ARCHIVE if self._archives else RULES_DOOR if self._sealed else RULES_0_1_0
+            RULES_CONTEXT
+            if self._contexts
+            else RULES_ARCHIVE
+            if self._archives
+            else RULES_DOOR
+            if self._sealed
+            else RULES_0_1_0
         )
         self._trusted: TrustedKey | None = None  # the key that seals messages, once fetched
         self._trusted_binding: dict[str, Any] | None = None  # the same, as its binding JSON
@@ -555,6 +566,13 @@ class MissionWorkflow:
                     PROFILES["group-snapshot"],
                     evidence,
                 )
+            if self._contexts:
+                # A carried Context Package is signed by its generator: verified here too.
+                package = embedded_context_package(
+                    verified.document.get("kind", ""), verified.document["payload"]
+                )
+                if package is not None:
+                    verify_value(package, PROFILES["context-package"], evidence)
         except MwpError as exc:
             raise self._refused(exc, now) from None
         envelope = Envelope(

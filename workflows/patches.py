@@ -94,6 +94,18 @@ MISSION_ARCHIVES = Patch(
     shown_by="tests/integration/test_group_archive.py::test_an_archiving_history_needs_its_patch",
 )
 
+MISSION_CONTEXT_PACKAGES = Patch(
+    "mission-context-packages",
+    "2026-12-01",
+    "MissionWorkflow",
+    "Commands are decided under the Context Package rules (AuthorityContext.rules): the Group "
+    "takes context_package_publish, a work.offer admitting a new Worker and a replacement "
+    "Coordinator must name a package the Group published, an offer may carry its package "
+    "inline; the workflow verifies a carried package's signature against the Registry evidence",
+    shown_by="tests/integration/test_context_packages.py::"
+    "test_packages_are_published_named_by_offers_and_carried_inline_behind_a_patch",
+)
+
 # Oldest first.
 PATCHES: tuple[Patch, ...] = (
     MISSION_SEALED_MESSAGES,
@@ -102,4 +114,5 @@ PATCHES: tuple[Patch, ...] = (
     MISSION_COMPLETES,
     WORK_ITEM_ENDS_AS_ITEM,
     MISSION_ARCHIVES,
+    MISSION_CONTEXT_PACKAGES,
 )

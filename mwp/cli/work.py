@@ -13,7 +13,9 @@ by its ID or a unique prefix of it within the Mission. ``authorize`` fills in a 
 Contract from a goal (the defaults are those of ``mwp.dev.scenario.work_contract``); a contract
 file (TOML or JSON) may set the short keys below or any Work Contract member under
 ``[contract]``. ``offer`` pins the candidate's current Agent Card version and checks, before
-sending, that the card declares every capability the contract requires (MWP-IDN-003).
+sending, that the card declares every capability the contract requires (MWP-IDN-003); an
+offer to an agent new to the Group carries a signed Context Package citing the WorkItem's
+contract Events, unless ``--context-package`` names one the Group published.
 """
 
 from __future__ import annotations
@@ -69,7 +71,14 @@ def register(actions: Any, common: argparse.ArgumentParser) -> None:
     )
     offer.add_argument("--expires-minutes", type=float, default=DEFAULT_OFFER_MINUTES)
     offer.add_argument(
-        "--context-package", help="Context Package ID for a new Worker (default: a new ID)"
+        "--card-version",
+        type=int,
+        help="pin this Agent Card version instead of the current one (it must serve the offer)",
+    )
+    offer.add_argument(
+        "--context-package",
+        help="a Context Package the Group published, for a new Worker (default: the offer "
+        "carries a new one, signed by the Coordinator, citing the WorkItem's contract Events)",
     )
     offer.set_defaults(handler=shared.handler(_offer))
 
@@ -226,7 +235,7 @@ def _capability(text: str) -> dict[str, str]:
 
 
 async def _offer(args: argparse.Namespace) -> int:
-    from mwp.client import new_id
+    from mwp.client.context_packages import needs_context_package
     from mwp.client.missions import in_seconds
     from mwp.dev.scenario import selection_basis
 
@@ -235,10 +244,9 @@ async def _offer(args: argparse.Namespace) -> int:
     mission = await shared.mission_of(args, client)
     view = await mission.view()
     work_item_id = _unique_item(view.get("workItems", []), args.work_item)
-    contract = (await mission.work_item(work_item_id))["contract"]
-    required = contract["requiredCapabilities"]
-    members = {m["member"]["id"]: m for m in view.get("memberships", [])}
-    candidates, newcomer = [], False
+    item_view = await mission.work_item(work_item_id)
+    required = item_view["contract"]["requiredCapabilities"]
+    candidates: list[dict[str, Any]] = []
     for name in args.candidates:
         principal = shared.signer(args.state_dir, name).principal
         if principal.type != "agent":
@@ -247,19 +255,21 @@ async def _offer(args: argparse.Namespace) -> int:
             )
         agent_id = principal.id
         card_version, matches = await _card_matching(client, args.state_dir, agent_id, required)
+        card_version = args.card_version or card_version
         basis = selection_basis(in_seconds(60), required[0])
         basis["requiredCapabilities"], basis["verifiedMatches"] = required, matches
         candidates.append(
             {"agentId": agent_id, "agentCardVersion": card_version, "selectionBasis": basis}
         )
-        membership = members.get(agent_id)
-        newcomer = newcomer or membership is None or membership.get("state") == "ended"
     payload: dict[str, Any] = {
         "candidates": candidates,
         "expiresAt": in_seconds(int(args.expires_minutes * 60)),
     }
-    if newcomer or args.context_package:
-        payload["contextPackageId"] = args.context_package or new_id()
+    if args.context_package:
+        payload["contextPackageId"] = args.context_package
+    elif needs_context_package(view, item_view, [c["agentId"] for c in candidates]):
+        # The offer publishes the package a Worker new to the Group (or to the item) is handed.
+        payload["contextPackage"] = await mission.offer_context_package(coordinator, work_item_id)
     result = await mission.send(
         coordinator,
         "work.offer",

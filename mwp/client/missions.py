@@ -31,6 +31,7 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from mwp.client import ClientError, Identity, MwpClient, new_id
+from mwp.client.context_packages import offer_context_package
 from mwp.client.limits import command_wire, server_limits_as_mwp_errors
 from mwp.contracts.errors import raising_mwp_errors
 from mwp.contracts.messages import group_authority
@@ -163,6 +164,16 @@ class MissionHandle:
         if final is None:
             return value
         return await settled_work_item_view(self.client, final["workflowId"])
+
+    async def offer_context_package(
+        self, coordinator: Identity, work_item_id: str, **options: Any
+    ) -> dict[str, Any]:
+        """A signed Context Package for offering ``work_item_id`` (its view's contract Events
+        and the input Artifacts the Group published), to carry in a ``work.offer`` payload as
+        ``contextPackage``; ``options`` go to :func:`offer_context_package`."""
+        view = await self.work_item(work_item_id)
+        published = {a["contentHash"] for a in (await self.view()).get("artifacts", [])}
+        return offer_context_package(view, coordinator, published_artifacts=published, **options)
 
     async def sequence(self) -> int:
         value: int = await self.client.query(self.workflow_id, QUERY_SEQUENCE)

@@ -109,7 +109,8 @@ async def run_mission_demo(
                     }
                 ],
                 "expiresAt": in_seconds(3600),
-                "contextPackageId": new_id(),
+                # The item's signed Context Package: what a Worker new to the Group is handed.
+                "contextPackage": await mission.offer_context_package(coordinator, item),
             },
             work_item_id=item,
         )

@@ -110,7 +110,7 @@ def test_an_owner_publishes_a_file_as_an_artifact_from_the_command_line(
     send("planner", "work.authorize", {"contract": contract})
     send("planner", "work.offer", {
         "candidates": [{"agentId": builder, "selectionBasis": selection_basis(in_seconds(60))}],
-        "expiresAt": in_seconds(3600), "contextPackageId": new_id(),
+        "expiresAt": in_seconds(3600),
     })  # fmt: skip
     view = _work_item(temporal_stack, state, mission, item)
     send("builder", "work.accept_offer", {"offerId": view["offers"][0]["offerId"],
@@ -219,6 +219,8 @@ def test_work_commands_name_each_mistake_and_send_nothing(
     code, out, err = run("mission", "offer", mission, item, "--as", "planner", "--to", "coder")
     assert code == 0, err
     assert "(Agent Card v1)" in out and "work.offer.created" in out
+    # The coder is new to the Group: the offer carried (and published) its Context Package.
+    assert "ext.missionweaveprotocol.core.context_package_published" in out
     code, out, _ = run("mission", "show", mission, "--json")
     offered = json.loads(out)
     [record] = [i for i in offered["workItems"] if i["workItemId"] == item]

@@ -38,6 +38,7 @@ from mwp.contracts.names import (
     WORK_ITEM_STATE,
 )
 from mwp.core.errors import ErrorCode
+from mwp.core.group.context_package import PUBLISHED_KIND
 from mwp.core.wire.values import instant_to_datetime, parse_timestamp
 from tests.integration.missions_helper import (
     EXECUTION_LEASE_RENEW,
@@ -248,7 +249,8 @@ async def test_a_mission_from_creation_to_approval_on_the_update_path(
     events = rig.log
     assert [e["kind"] for e in events][3:] == [
         "work.authorized",
-        "membership.changed",  # the provisional Worker Membership of the offer
+        PUBLISHED_KIND,  # the Context Package the offer carries for the new Worker
+        "membership.changed",  # the provisional Worker Membership of the offer, naming it
         "work.offer.created",
         "membership.changed",  # ... activated by the acceptance
         "work.offer.accepted",

@@ -42,11 +42,14 @@ class Envelope:
 
 # Revisions of the rules: 0.1.0 as released, then the door of issue 12 (unknown critical
 # extensions and core members, override-grant citations, First Admission on the Group path),
-# then Group archival (the ``group_archive`` Command; an archived Group refuses every Command).
+# then Group archival (the ``group_archive`` Command; an archived Group refuses every Command),
+# then Context Packages (the ``context_package_publish`` Command; a new Worker's offer and a
+# replacement Coordinator must name a package the Group published).
 RULES_0_1_0 = 1
 RULES_DOOR = 2
 RULES_ARCHIVE = 3
-CURRENT_RULES = RULES_ARCHIVE
+RULES_CONTEXT = 4
+CURRENT_RULES = RULES_CONTEXT
 
 
 @dataclass(frozen=True)

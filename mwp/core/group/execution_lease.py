@@ -232,6 +232,7 @@ def _evolve_progressed(state: GroupState, event: Json) -> None:
             "checkpointRef": payload["checkpointRef"],
             "leaseId": payload["executionLease"]["leaseId"],
             "checkpointedAt": event["occurredAt"],
+            **_recorded_by(event),
         }
 
 
@@ -279,8 +280,15 @@ def _evolve_checkpointed(state: GroupState, event: Json) -> None:
         "checkpointRef": payload.get("checkpointRef"),
         "leaseId": payload["leaseId"],
         "checkpointedAt": event["occurredAt"],
+        **_recorded_by(event),
     }
     item.state = "queued"
+
+
+def _recorded_by(event: Json) -> Json:
+    """Where the checkpoint was recorded: a Context Package handing the item to a new owner
+    cites that Event, so the newcomer may resume from it (MWP-MSN-012)."""
+    return {"sequence": event["sequence"], "eventId": event["eventId"]}
 
 
 def _decide_block(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts) -> None:

@@ -12,6 +12,7 @@ from mwp.core.group import (
     archive,
     artifact,
     child_mission,
+    context_package,
     conversation,
     coordinator_lease,
     delegation,
@@ -41,6 +42,7 @@ _MODULES = (
     schedule,
     work_dependency,
     archive,
+    context_package,
 )
 
 RULES: dict[str, CommandRule] = {rule.kind: rule for m in _MODULES for rule in m.RULES}

@@ -485,6 +485,9 @@ class WorkItem:
     # The child Mission this item was promoted to (spec 14): {missionId, groupId,
     # failurePolicy, status, createdAt}; status is "running" until the child settles.
     child_mission: Json | None = None
+    # {sequence, eventId} of the Events that stated its Work Contract (``work.authorized``,
+    # then each ``work.contract.revised``): what a Context Package for an offer cites.
+    contract_events: list[Json] = field(default_factory=list)
 
     @property
     def contract_version(self) -> int:
@@ -525,6 +528,7 @@ class WorkItem:
                 "cancellation": self.cancellation,
                 "parentWorkItemId": self.parent_work_item_id,
                 "childMission": self.child_mission,
+                "contractEvents": self.contract_events or None,
             }
         )
 
@@ -562,6 +566,7 @@ class WorkItem:
             cancellation=_opt(data, "cancellation"),
             parent_work_item_id=_opt(data, "parentWorkItemId"),
             child_mission=_opt(data, "childMission"),
+            contract_events=list(data.get("contractEvents", [])),
         )
 
 
@@ -678,6 +683,8 @@ class GroupState:
     delegation_grants: dict[str, DelegationGrant] = field(default_factory=dict)
     # Published Artifacts by content hash, in publication order (see artifact.py).
     artifacts: dict[str, Json] = field(default_factory=dict)
+    # Published Context Packages by ID: {version, workItemId?, sequence} (context_package.py).
+    context_packages: dict[str, Json] = field(default_factory=dict)
     # Derived, not snapshotted: the budget allocated to WorkItems that are not cancelled.
     allocated: dict[str, Decimal] = field(default_factory=dict)
     # Not snapshotted: the full records of items settled since the holder last took them
@@ -720,6 +727,10 @@ class GroupState:
                 "receipts": self.receipts.to_json(),
                 "delegationGrants": [g.to_json() for g in self.delegation_grants.values()],
                 "artifacts": list(self.artifacts.values()),
+                "contextPackages": [
+                    {"contextPackageId": k, **v} for k, v in self.context_packages.items()
+                ]
+                or None,
             }
         )
 
@@ -750,6 +761,10 @@ class GroupState:
             receipts=ReceiptCache.from_json(data["receipts"]),
             delegation_grants={g.grant_id: g for g in grants},
             artifacts={a["contentHash"]: a for a in data.get("artifacts", [])},
+            context_packages={
+                p["contextPackageId"]: {k: v for k, v in p.items() if k != "contextPackageId"}
+                for p in data.get("contextPackages", [])
+            },
         )
         budgets = [item.contract["budget"] for item in state.work_items.values()]
         budgets += [item.budget for item in state.settled.values() if item.state != "cancelled"]

@@ -64,6 +64,7 @@ WORK_ITEM_VIEW_EXTRAS = frozenset(
         "proposalId",
         "parentWorkItemId",
         "childMission",
+        "contractEvents",
     }
 )
 
@@ -233,6 +234,8 @@ def work_item_view(state: GroupState, item: WorkItem) -> Json:
         "result": item.result,
         "failure": item.failure,
         "cancellation": item.cancellation,
+        # Where its Work Contract was stated: a Context Package for an offer cites these.
+        "contractEvents": list(item.contract_events),
     }
     if owner is not None:
         extras["ownerFencedReason"] = owner.fenced_reason

@@ -17,6 +17,7 @@ from mwp.core.errors import ErrorCode
 from mwp.core.group.api import AuthorityContext
 from mwp.core.group.budget import book, check_allocation
 from mwp.core.group.clock import plus_seconds, reached
+from mwp.core.group.context_package import add_published, offered_package, require_published
 from mwp.core.group.delegation import (
     GRANT_MEMBER,
     PARENT_MEMBER,
@@ -34,7 +35,7 @@ from mwp.core.group.ids import derive_id, work_item_conversation_id
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.membership import add_grant, grant
 from mwp.core.group.mission import conversation_document, conversation_from_document
-from mwp.core.group.payload import members
+from mwp.core.group.payload import Payload, members
 from mwp.core.group.policy import (
     MAX_OFFER_CANDIDATES,
     MAX_START_WITHIN_SECONDS,
@@ -211,6 +212,7 @@ def _evolve_authorized(state: GroupState, event: Json) -> None:
         updated_at=event["occurredAt"],
         proposal_id=payload.get("proposalId"),
         parent_work_item_id=payload.get(PARENT_MEMBER),
+        contract_events=[{"sequence": event["sequence"], "eventId": event["eventId"]}],
     )
     state.work_items[item.work_item_id] = item
     if GRANT_MEMBER in payload:
@@ -264,8 +266,18 @@ def _decide_offer(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draft
         maximum=MAX_START_WITHIN_SECONDS,
         default=START_WITHIN_SECONDS,
     )
-    context_package = p.opt_id("contextPackageId")
+    context_package, inline_package = offered_package(state, cmd, ctx, item.work_item_id)
     candidates = p.objects("candidates", min_items=1, max_items=MAX_OFFER_CANDIDATES)
+    if inline_package is not None:  # published first: the grant below names it
+        add_published(drafts, state, inline_package)
+    else:  # a named package is one the Group published (an inline one was just checked)
+        require_published(
+            state,
+            ctx,
+            context_package,
+            member_id=_newcomer(state, candidates),
+            work_item_id=item.work_item_id,
+        )
 
     if revised is not None:
         drafts.add(
@@ -322,6 +334,16 @@ def _decide_offer(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draft
     )
 
 
+def _newcomer(state: GroupState, candidates: list[Payload]) -> Any:
+    """The candidate an offer's Context Package is for: the first without a Membership."""
+    named = [c.raw("agentId") for c in candidates]
+    for agent_id in named:
+        current = state.memberships.get(agent_id) if isinstance(agent_id, str) else None
+        if current is None or current.state == "ended":
+            return agent_id
+    return named[0]
+
+
 def _admit_candidate(
     state: GroupState,
     cmd: Incoming,
@@ -363,6 +385,7 @@ def _evolve_contract_revised(state: GroupState, event: Json) -> None:
     book(state, item.contract["budget"], -1)
     item.contract = event["payload"]["contract"]
     book(state, item.contract["budget"], +1)
+    item.contract_events.append({"sequence": event["sequence"], "eventId": event["eventId"]})
 
 
 def _evolve_offer_created(state: GroupState, event: Json) -> None:
@@ -670,6 +693,7 @@ RULES = (
             "expiresAt",
             "startWithinSeconds",
             "contextPackageId",
+            "contextPackage",
             "contract",
             GRANT_MEMBER,
             candidates=members("agentId", "agentCardVersion", "selectionBasis"),
@@ -691,6 +715,7 @@ RULES = (
             "MWP-WRK-006",
             "MWP-WRK-007",
             "MWP-WRK-019",
+            "MWP-WRK-027",
         ),
     ),
     CommandRule(

@@ -21,7 +21,10 @@ from mwp.core.group import (
     Outcome,
     TimerFired,
 )
+from mwp.core.group.api import CURRENT_RULES
 from mwp.core.group.clock import plus_seconds
+from mwp.core.group.context_package import PUBLISH_KIND as CONTEXT_PACKAGE_PUBLISH
+from mwp.core.group.ids import event_id
 from mwp.core.models import validate_document
 from mwp.core.trust.registry import KeyValidity, Principal
 from mwp.core.trust.signed_document import VerifiedDocument, signing_hash
@@ -211,6 +214,7 @@ class Harness:
         self.sessions: dict[str, int] = {p.id: 1 for p in (COORD, COORD2, W1, W2, W3, DELEGATE)}
         self.at_capacity = False  # the shell's "no room for more WorkItems"
         self.approved_missions: dict[str, str] = {}
+        self.rules = CURRENT_RULES  # the rules revision every decision is made under
         self._ids = itertools.count(1)
         self.events: list[dict[str, Any]] = []
 
@@ -227,6 +231,7 @@ class Harness:
             session_epochs=dict(self.sessions),
             approved_missions=dict(self.approved_missions),
             at_capacity=self.at_capacity,
+            rules=self.rules,
         )
 
     # --- Commands ----------------------------------------------------------------------------
@@ -366,15 +371,74 @@ class Harness:
             workItemId=item_id(name),
         )
 
+    def context_package(
+        self, package_id: str = CONTEXT_PACKAGE, generator: Principal = COORD, **overrides: Any
+    ) -> dict[str, Any]:
+        """A schema-valid Context Package of this Group citing its first Event (dummy
+        signature: the shell, not the core, verifies it); ``None`` for a member removes it."""
+        package: dict[str, Any] = {
+            "contextPackageId": package_id,
+            "version": 1,
+            "missionId": self.authority.mission_id,
+            "groupId": self.group_id,
+            "sourceEventRange": {
+                "fromSequence": 1,
+                "toSequence": 1,
+                "eventIds": [event_id(self.group_id, 1)],
+            },
+            "artifactHashes": [],
+            "summary": "Ship pagination: the Work Contracts are in the cited Events.",
+            "decisions": [],
+            "constraints": [],
+            "unresolvedQuestions": [],
+            "generatedBy": generator.to_json(),
+            "generatedAt": self.now,
+        }
+        for member, value in overrides.items():
+            if value is None:
+                package.pop(member, None)
+            else:
+                package[member] = value
+        package["signature"] = {
+            "algorithm": "Ed25519",
+            "keyId": "urn:example:key:" + generator.id.rsplit(":", 1)[-1],
+            "createdAt": package.get("generatedAt", self.now),
+            "value": SIGNATURE_VALUE,
+        }
+        return package
+
+    def publish_context_package(
+        self, package: dict[str, Any] | None = None, actor: Principal = COORD
+    ) -> Outcome:
+        return self.submit(
+            actor, CONTEXT_PACKAGE_PUBLISH, {"contextPackage": package or self.context_package()}
+        )
+
+    def packages(self) -> set[str]:
+        return set(self.authority._state.context_packages)
+
     def offer(self, name: str, *workers: Principal, expires_in: int = 600, **extra: Any) -> Outcome:
+        """``work.offer``; when a candidate is new to the Group it names CONTEXT_PACKAGE,
+        published first (Mission-wide) if the Group has no such package yet."""
+        new_worker = any(
+            m is None or m.state == "ended"
+            for m in (self.authority._state.memberships.get(w.id) for w in workers or (W1,))
+        )
         payload: dict[str, Any] = {
             "candidates": [
                 {"agentId": w.id, "selectionBasis": selection_basis()} for w in workers or (W1,)
             ],
             "expiresAt": plus_seconds(self.now, expires_in),
-            "contextPackageId": CONTEXT_PACKAGE,
         }
+        if new_worker and "contextPackage" not in extra:
+            payload["contextPackageId"] = CONTEXT_PACKAGE
+            if (
+                extra.get("contextPackageId", CONTEXT_PACKAGE) == CONTEXT_PACKAGE
+                and CONTEXT_PACKAGE not in self.packages()
+            ):
+                self.publish_context_package()
         payload.update(extra)
+        payload = {k: v for k, v in payload.items() if v is not None}
         return self.submit(COORD, "work.offer", payload, workItemId=item_id(name))
 
     def view(self, name: str) -> dict[str, Any]:

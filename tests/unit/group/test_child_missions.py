@@ -102,7 +102,6 @@ class Family:
             {
                 "candidates": [{"agentId": W1.id, "selectionBasis": selection_basis()}],
                 "expiresAt": "2026-07-15T01:00:00Z",
-                "contextPackageId": "urn:example:context-package:child",
             },
             workItemId=wid,
         )

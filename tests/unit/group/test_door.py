@@ -297,6 +297,7 @@ def test_every_declared_member_is_one_the_kind_reads() -> None:
         "expiresAt",
         "startWithinSeconds",
         "contextPackageId",
+        "contextPackage",
         "contract",
         "delegationGrantId",
     }

@@ -286,10 +286,12 @@ def test_work_moves_only_while_the_mission_is_active(state: str) -> None:
 
 def test_given_a_coordinator_when_owner_assigns_another_then_higher_epoch_and_membership() -> None:
     h = mission_harness()
+    handover = "urn:example:context-package:handover"
+    h.publish_context_package(h.context_package(handover))
     outcome = h.submit(
         OWNER,
         "mission.assign_coordinator",
-        {"agentId": COORD2.id, "contextPackageId": "urn:example:context-package:handover"},
+        {"agentId": COORD2.id, "contextPackageId": handover},
     )
     assert [e["kind"] for e in outcome.events] == [
         "membership.changed",

@@ -279,6 +279,7 @@ def test_random_command_sequences_keep_the_invariants(steps: list[Any]) -> None:
     h.authorize("a")
     h.authorize("b", dependencyWorkItemIds=[item_id("a")])
     h.authorize("c")
+    h.publish_context_package(h.context_package("urn:example:context-package:p"))
     sent: list[dict[str, Any]] = []
     for op, name, worker, corruption, seconds in steps:
         if op == 15:

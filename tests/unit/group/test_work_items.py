@@ -682,6 +682,9 @@ def test_given_an_active_item_when_renewed_with_a_checkpoint_ref_then_progressed
         "checkpointRef": ref,
         "leaseId": lease_id,
         "checkpointedAt": event["occurredAt"],
+        # The Event that recorded it: a Context Package handing the item over cites it.
+        "sequence": event["sequence"],
+        "eventId": event["eventId"],
     }
     assert event["occurredAt"] == h.now
     # A safe point without releasing execution: still active under the same lease.
