@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 from urllib.parse import unquote
 
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
@@ -39,7 +40,7 @@ from mwp.stores.artifacts import (
 )
 from mwp.stores.objects import ObjectStore
 
-CLAUSES: tuple[str, ...] = ("MWP-MSN-012", "MWP-WRK-024")
+CLAUSES: tuple[str, ...] = ("MWP-MSN-012", "MWP-WRK-024", "MWP-WRK-027")
 
 GROUP_PREFIX: Final = "artifacts/groups/"
 # The largest upload one request may carry (held in memory while it is hashed).
@@ -158,17 +159,46 @@ class ArtifactGate:
         await asyncio.to_thread(self.store.put_if_absent, group_marker(group_id, content_hash), b"")
         return stored
 
+    async def cited_events(self, agent_id: str, group_id: str, package_id: str) -> bytes:
+        """``{"events": [...]}``: the Events the Context Package ``package_id`` of the Group
+        cites, as its log holds them (signed), when the Agent was given the package (MWP-MSN-012:
+        a late joiner retrieves the Events its package cites). Otherwise the answer is the
+        same as for a Group that does not exist."""
+        not_before = asyncio.get_running_loop().time() + self.refusal_seconds
+        reader = await self.readers.acquire(group_id)
+        try:
+            cited = None if reader.fault else reader.timeline.cited_by(package_id)
+            shown = cited is not None and all(reader.timeline.may_see(agent_id, n) for n in cited)
+            events = [reader.entry(n).event for n in sorted(cited or ())] if shown else None
+        finally:
+            await self.readers.release(group_id)
+        if events is None:
+            await self._refuse_after(not_before)
+            raise not_held(group_id)
+        return canonicalize({"events": events})
+
     def _held(self, reader: GroupReader, group_id: str, content_hash: str) -> bool:
+        """Whether the Group holds the content: published in it, uploaded for it, or named
+        by one of its Work Contracts as an input (the Coordinator handed it to the item)."""
         for delivered in reader.events:  # every Group does this same scan, member or not
-            if delivered.kind == PUBLISHED_KIND:
-                manifest = delivered.event["payload"].get("manifest") or {}
-                if manifest.get("contentHash") == content_hash:
-                    return True
+            if content_hash in _named(delivered.kind, delivered.event["payload"]):
+                return True
         return self.store.exists(group_marker(group_id, content_hash))
 
     @staticmethod
     async def _refuse_after(not_before: float) -> None:
         await asyncio.sleep(max(0.0, not_before - asyncio.get_running_loop().time()))
+
+
+def _named(kind: str, payload: dict[str, Any]) -> list[str]:
+    """The content hashes an Event of the Group names as its content."""
+    if kind == PUBLISHED_KIND:
+        return [str((payload.get("manifest") or {}).get("contentHash"))]
+    if kind == "work.authorized":
+        return list((payload.get("workItem") or {}).get("contract", {}).get("inputArtifacts", []))
+    if kind == "work.contract.revised":
+        return list((payload.get("contract") or {}).get("inputArtifacts", []))
+    return []
 
 
 class ArtifactRoutes:
@@ -178,25 +208,38 @@ class ArtifactRoutes:
     * ``GET /groups/<groupId>/artifacts/<sha256:...>``: the bytes;
     * ``POST /groups/<groupId>/artifacts``: upload, answered ``201`` with
       ``{"contentHash", "sizeBytes"}``;
-    * ``PUT /groups/<groupId>/artifacts/<sha256:...>``: upload under a declared hash.
+    * ``PUT /groups/<groupId>/artifacts/<sha256:...>``: upload under a declared hash;
+    * ``GET /groups/<groupId>/context-packages/<contextPackageId>/events``: the signed
+      Events a Context Package the Agent was given cites (:meth:`ArtifactGate.cited_events`);
+    * ``GET /agent-card``: ``{"agentCard": ...}``, the session Agent's own current card.
 
     The Group ID is one percent-encoded path segment.
     """
 
-    def __init__(self, gate: ArtifactGate, session_of: Callable[[str], Awaitable[Session]]):
+    def __init__(
+        self,
+        gate: ArtifactGate,
+        session_of: Callable[[str], Awaitable[Session]],
+        agent_card: Callable[[str], Awaitable[dict[str, Any] | None]],
+    ):
         self.gate = gate
         self.session_of = session_of
+        self.agent_card = agent_card
 
     async def __call__(self, request: Request) -> Response:
+        if request.target.split("?", 1)[0] == AGENT_CARD_PATH:
+            session = await self._session(request)
+            if request.method != "GET":
+                raise HttpRefusal(405, "GET the Agent Card.", "method")
+            card = await self.agent_card(session.agent_id)
+            return Response(200, canonicalize({"agentCard": card}))
         group_id, content_hash = _route(request.target)
-        authorization = request.headers.get(SESSION_HEADER, "")
-        if not authorization.startswith(BEARER):
-            raise MwpError(
-                ErrorCode.AUTH_REQUIRED,
-                "Authorize with the session token of a HELLO.",
-                diagnostic=Diagnostic("session", "no-token"),
-            )
-        session = await self.session_of(authorization[len(BEARER) :].strip())
+        session = await self._session(request)
+        if isinstance(content_hash, Cited):
+            if request.method != "GET":
+                raise HttpRefusal(405, "GET the Events a Context Package cites.", "method")
+            body = await self.gate.cited_events(session.agent_id, group_id, content_hash.package)
+            return Response(200, body)
         if request.method == "GET" and content_hash is not None:
             data = await self.gate.read(session.agent_id, group_id, content_hash)
             return Response(200, data, OCTETS, {"MWP-Content-Hash": content_hash})
@@ -207,6 +250,21 @@ class ArtifactRoutes:
             return Response(201, canonicalize(answer))
         raise HttpRefusal(405, "GET an Artifact; POST or PUT one to upload.", "method")
 
+    async def _session(self, request: Request) -> Session:
+        authorization = request.headers.get(SESSION_HEADER, "")
+        if not authorization.startswith(BEARER):
+            raise MwpError(
+                ErrorCode.AUTH_REQUIRED,
+                "Authorize with the session token of a HELLO.",
+                diagnostic=Diagnostic("session", "no-token"),
+            )
+        return await self.session_of(authorization[len(BEARER) :].strip())
+
+
+# The session's own Agent Card, as the Registry holds it now (an agent outside the authority
+# zone learns the card version it serves from it).
+AGENT_CARD_PATH = "/agent-card"
+
 
 def artifacts_path(group_id: str, content_hash: str | None = None) -> str:
     from urllib.parse import quote
@@ -215,16 +273,43 @@ def artifacts_path(group_id: str, content_hash: str | None = None) -> str:
     return path if content_hash is None else f"{path}/{content_hash}"
 
 
-def _route(target: str) -> tuple[str, str | None]:
+@dataclass(frozen=True)
+class Cited:
+    """The route to the Events a Context Package cites."""
+
+    package: str
+
+
+def cited_events_path(group_id: str, package_id: str) -> str:
+    from urllib.parse import quote
+
+    return (
+        f"/groups/{quote(group_id, safe='')}/context-packages/{quote(package_id, safe='')}/events"
+    )
+
+
+def _route(target: str) -> tuple[str, str | Cited | None]:
+    """The Group and the Artifact's content hash (or None: an upload), or the Group and the
+    Context Package whose cited Events are asked for."""
     path = target.split("?", 1)[0]
     parts = path.split("/")
+    if (
+        len(parts) == 6
+        and parts[:2] == ["", "groups"]
+        and parts[3:6:2] == ["context-packages", "events"]
+    ):
+        return _group(parts[2]), Cited(_group(parts[4]))
     # ["", "groups", <groupId>, "artifacts"] or with a fifth part, the content hash
     if len(parts) not in (4, 5) or parts[:2] != ["", "groups"] or parts[3] != "artifacts":
         raise HttpRefusal(404, "No such route.", "route")
+    return _group(parts[2]), _content_hash(parts[4]) if len(parts) == 5 else None
+
+
+def _group(segment: str) -> str:
     try:
-        group_id = unquote(parts[2], errors="strict")
+        group_id = unquote(segment, errors="strict")
     except UnicodeDecodeError:
         raise HttpRefusal(400, "A Group ID is percent-encoded UTF-8.", "group-id") from None
     if not group_id or len(group_id) > 512:
         raise HttpRefusal(400, "A Group ID is required.", "group-id")
-    return group_id, _content_hash(parts[4]) if len(parts) == 5 else None
+    return group_id

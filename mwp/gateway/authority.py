@@ -11,27 +11,41 @@ signatures, as any later reader of the log.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from mwp.client import ClientError, Identity, MwpClient, OrganizationRegistryClient
 from mwp.client.missions import MissionHandle
 from mwp.contracts.messages import group_authority
-from mwp.contracts.mission import mission_workflow_id
+from mwp.contracts.mission import MISSION_WORKFLOW_TYPE, mission_workflow_id
+from mwp.contracts.names import GROUP_ID
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
+from mwp.core.log.event_log import LogEntry
 from mwp.core.trust.registry import RegistryEvidence
 from mwp.core.trust.signed_document import VerificationError, verify
 from mwp.log.delivery import CursorStore, ObjectCursorStore
 from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import ObjectStore
 
+T = TypeVar("T")
+
 # Visibility (the GroupId search attribute) lags a new Mission by a moment.
 GROUP_LOOKUP_SECONDS = 3.0
 # How long an accepted Command's Events may take to appear in the Group log (the mirror
 # runs as an activity after the Update returns).
 RECEIPT_SECONDS = 15.0
-_LOG_POLL_SECONDS = 0.05
+# Without a hint, the log is read again after this long while a receipt's Events are awaited.
+_LOG_POLL_SECONDS = 0.25
+# How long the gateway answers from its last look at the Agents' Session Epochs, and at the
+# Registry evidence it verifies receipts with: one Registry query per window, not per frame.
+# A newer Session is thus noticed here within this window; the Group Authority itself checks
+# the Session Epoch of every Command, so nothing stale is ever decided.
+SESSION_CHECK_SECONDS = 1.0
+EVIDENCE_SECONDS = 5.0
+# Visibility pages of the running Missions' listing (one request per page).
+LIST_PAGE_SIZE = 1000
 
 
 @dataclass(frozen=True)
@@ -65,7 +79,15 @@ class Authority(Protocol):
 
     async def session_epoch(self, agent_id: str) -> int | None: ...
 
+    def notify(self, group_id: str, last_sequence: int) -> None: ...
+
+    async def agent_card(self, agent_id: str) -> dict[str, Any] | None: ...
+
     async def decide(self, command: Mapping[str, Any]) -> Decided: ...
+
+    def running_groups(self) -> AsyncIterator[str]:
+        """The Group IDs of the running MissionWorkflows (the standing subscriptions' search)."""
+        ...
 
 
 def group_not_found(group_id: str | None) -> MwpError:
@@ -98,6 +120,9 @@ class TemporalAuthority:
         self.receipt_seconds = receipt_seconds
         self.group_lookup_seconds = group_lookup_seconds
         self._workflows: dict[str, str] = {}
+        self._epochs = Recent(self.registry.session_epochs, SESSION_CHECK_SECONDS)
+        self._evidence = Recent(self.registry.evidence, EVIDENCE_SECONDS)
+        self._appended: dict[str, asyncio.Event] = {}
 
     @property
     def organization_id(self) -> str:
@@ -115,10 +140,21 @@ class TemporalAuthority:
         return await self.registry.evidence()
 
     async def open_session(self, agent_id: str) -> int:
-        return await self.registry.open_session(agent_id)
+        epoch = await self.registry.open_session(agent_id)
+        self._epochs.forget()  # this gateway's own new Session is seen at once
+        return epoch
 
     async def session_epoch(self, agent_id: str) -> int | None:
-        return (await self.registry.session_epochs()).get(agent_id)
+        return (await self._epochs.get()).get(agent_id)
+
+    async def agent_card(self, agent_id: str) -> dict[str, Any] | None:
+        return await self.registry.agent_card(agent_id)
+
+    def notify(self, group_id: str, last_sequence: int) -> None:
+        """A hint that the Group's log grew: a receipt waiting for its Events reads it now."""
+        appended = self._appended.pop(group_id, None)
+        if appended is not None:
+            appended.set()
 
     async def decide(self, command: Mapping[str, Any]) -> Decided:
         group_id = command.get("groupId")
@@ -139,6 +175,14 @@ class TemporalAuthority:
         receipt: dict[str, Any] = result["receipt"]
         events = await self._signed_events(group_id, receipt)
         return Decided(receipt, events, bool(result.get("duplicate")))
+
+    async def running_groups(self) -> AsyncIterator[str]:
+        query = f"WorkflowType = '{MISSION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'"
+        executions = self.client.temporal.list_workflows(query, page_size=LIST_PAGE_SIZE)
+        async for execution in executions:
+            group_id = execution.typed_search_attributes.get(GROUP_ID)
+            if group_id:  # none yet for a Mission started a moment ago: its hints find it
+                yield group_id
 
     async def _mission_workflow(self, group_id: str) -> str:
         known = self._workflows.get(group_id)
@@ -182,10 +226,24 @@ class TemporalAuthority:
                         retry_after_ms=1000,
                         diagnostic=Diagnostic("gateway", "receipt-not-mirrored"),
                     )
-                await asyncio.sleep(_LOG_POLL_SECONDS)
+                appended = self._appended.setdefault(group_id, asyncio.Event())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(appended.wait(), _LOG_POLL_SECONDS)
                 entry = await asyncio.to_thread(log.get, sequence)
             entries.append(entry)
-        evidence = await self.evidence()
+        try:
+            return self._verified(group_id, entries, event_ids, await self._evidence.get())
+        except MwpError:  # a key newer than the evidence held: look once more
+            self._evidence.forget()
+            return self._verified(group_id, entries, event_ids, await self._evidence.get())
+
+    def _verified(
+        self,
+        group_id: str,
+        entries: list[LogEntry],
+        event_ids: list[str],
+        evidence: RegistryEvidence,
+    ) -> list[dict[str, Any]]:
         authority = group_authority(self.organization_id)
         events: list[dict[str, Any]] = []
         for entry, event_id in zip(entries, event_ids, strict=True):
@@ -197,6 +255,30 @@ class TemporalAuthority:
                 raise _log_fault(group_id, "not-the-receipts-event")
             events.append(verified.document)
         return events
+
+
+class Recent(Generic[T]):
+    """The answer of ``fetch``, reused for ``seconds``; one fetch at a time, shared by every
+    caller that asks meanwhile."""
+
+    def __init__(self, fetch: Callable[[], Awaitable[T]], seconds: float) -> None:
+        self._fetch = fetch
+        self._seconds = seconds
+        self._value: T | None = None
+        self._until = 0.0
+        self._lock = asyncio.Lock()
+
+    def forget(self) -> None:
+        self._until = 0.0
+
+    async def get(self) -> T:
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            if self._value is None or loop.time() >= self._until:
+                started = loop.time()
+                self._value = await self._fetch()
+                self._until = started + self._seconds
+            return self._value
 
 
 def _log_fault(group_id: str, reason: str) -> MwpError:

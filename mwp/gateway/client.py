@@ -35,7 +35,12 @@ from mwp.contracts.errors import RemoteMwpError
 from mwp.core.models.websocket_frame import AckFrame, ErrorFrame, EventFrame
 from mwp.core.wire.strict_json import parse_bytes
 from mwp.core.wire.values import b64url_encode
-from mwp.gateway.artifacts import MAX_ARTIFACT_BYTES, artifacts_path
+from mwp.gateway.artifacts import (
+    AGENT_CARD_PATH,
+    MAX_ARTIFACT_BYTES,
+    artifacts_path,
+    cited_events_path,
+)
 from mwp.gateway.frames import (
     MAX_MESSAGE_BYTES,
     Incoming,
@@ -261,6 +266,34 @@ class GatewayClient:
         if "sha256:" + hashlib.sha256(response.body).hexdigest() != content_hash:
             raise ArtifactIntegrityError(content_hash, "content-hash-mismatch")
         return response.body
+
+    async def agent_card(self, artifacts_url: str) -> dict[str, Any] | None:
+        """This Agent's current Agent Card, as the Organization's Registry holds it."""
+        response = await self._artifact_request(
+            artifacts_url, "GET", AGENT_CARD_PATH, max_bytes=MAX_ARTIFACT_BYTES
+        )
+        answer = parse_bytes(response.body)
+        if response.status != 200:
+            raise RemoteMwpError(answer)
+        card: dict[str, Any] | None = answer["agentCard"]
+        return card
+
+    async def cited_events(
+        self, artifacts_url: str, group_id: str, package_id: str
+    ) -> list[dict[str, Any]]:
+        """The signed Events the Context Package ``package_id`` cites, if this Agent was given
+        the package (a late joiner's retrieval, MWP-MSN-012)."""
+        response = await self._artifact_request(
+            artifacts_url,
+            "GET",
+            cited_events_path(group_id, package_id),
+            max_bytes=MAX_ARTIFACT_BYTES,
+        )
+        answer = parse_bytes(response.body)
+        if response.status != 200:
+            raise RemoteMwpError(answer)
+        events: list[dict[str, Any]] = answer["events"]
+        return events
 
     async def upload_artifact(self, artifacts_url: str, group_id: str, data: bytes) -> str:
         """Upload ``data`` for ``group_id`` (this Agent an active Worker of it); its hash."""

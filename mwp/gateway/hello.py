@@ -15,7 +15,9 @@ evidence and Session Epochs, and does what the decisions say.
    strict Ed25519 rules and Registry key resolution: the key must be the Agent's own, valid
    now (not revoked, not expired).
 3. :func:`accept` opens the :class:`Session`: the Session Epoch the Registry just issued and
-   a random session token that expires after ``session_seconds``. :meth:`Session.check` is
+   a random session token that expires ``session_seconds`` after the HELLO or the Agent's
+   latest PING (:meth:`Session.prolong`: a live Agent keeps its Session, and so its leases,
+   without a new HELLO, which would issue a new Session Epoch). :meth:`Session.check` is
    the check every later frame passes: the token has not expired, and no newer Session Epoch
    has fenced this one.
 
@@ -56,7 +58,7 @@ MIN_CLIENT_NONCE_BYTES: Final = 16
 @dataclass(frozen=True)
 class HelloPolicy:
     challenge_seconds: int = 30  # how long a challenge may be answered
-    session_seconds: int = 900  # the session token's lifetime; then HELLO again
+    session_seconds: int = 900  # a session's lifetime after HELLO or the Agent's last PING
 
 
 @dataclass(frozen=True)
@@ -73,9 +75,10 @@ class PendingChallenge:
     expires_at: datetime
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Session:
-    """An authenticated connection's session."""
+    """An authenticated connection's session. ``expires_at`` moves on with each of the
+    Agent's PINGs (:meth:`prolong`): a session lives while its Agent shows it is alive."""
 
     agent_id: str
     key_id: str
@@ -86,6 +89,11 @@ class Session:
     @property
     def principal(self) -> Principal:
         return Principal("agent", self.agent_id)
+
+    def prolong(self, now: datetime, policy: HelloPolicy) -> None:
+        """The Agent proved it is alive (a PING of the live session): the session lasts
+        ``session_seconds`` from now."""
+        self.expires_at = max(self.expires_at, now + timedelta(seconds=policy.session_seconds))
 
     def check(self, now: datetime, current_epoch: int | None) -> None:
         """Refuse a frame of an expired session, or of one a newer Session Epoch fenced."""
@@ -99,6 +107,7 @@ class Session:
             raise MwpError(
                 ErrorCode.AUTH_STALE_SESSION,
                 "A newer session of this Agent has fenced this one.",
+                details={} if current_epoch is None else {"currentSessionEpoch": current_epoch},
                 diagnostic=Diagnostic("session", "epoch-fenced"),
             )
 

@@ -20,7 +20,9 @@ with a typed ``ERROR`` frame naming it, and the connection carries on. Served no
   through :mod:`mwp.gateway.subscriptions` (Membership checked on every delivery, attention
   filters on live delivery, ``ACK`` watermarks over withheld Events, per-Group windows with
   ``BACKPRESSURE``). A Group the Agent never belonged to and a Group that does not exist get
-  the same ``GROUP_NOT_FOUND`` frame, no earlier than ``refusal_seconds`` after the frame;
+  the same ``GROUP_NOT_FOUND`` frame, no earlier than ``refusal_seconds`` after the frame.
+  The reserved ID :data:`~mwp.gateway.MEMBER_GROUPS` stands for every Group the
+  Agent is or was a member of, found by :mod:`mwp.gateway.discovery`;
 * client ``ACK``: stores the Agent's Cursor per Group in the authority zone (only up to what
   this connection passed to it, never backwards) and frees that Group's window;
 * Artifacts, on a second TLS 1.3 listener (``artifact_port``; the WebSocket library reads no
@@ -51,8 +53,10 @@ from mwp import PROTOCOL_VERSION
 from mwp.contracts.messages import group_authority
 from mwp.contracts.metrics import GATEWAY_CONNECTIONS
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
+from mwp.core.log.cursor import Cursor
 from mwp.core.models.websocket_frame import (
     AckFrame,
+    Attention,
     CommandFrame,
     ErrorFrame,
     EventFrame,
@@ -65,6 +69,7 @@ from mwp.core.models.websocket_frame import GroupSubscription as GroupSubscripti
 from mwp.core.wire.values import b64url_encode, format_utc
 from mwp.gateway.artifacts import MAX_ARTIFACT_BYTES, ArtifactGate, ArtifactRoutes
 from mwp.gateway.authority import Authority, group_not_found
+from mwp.gateway.discovery import MEMBER_GROUPS, Discovery, Standing
 from mwp.gateway.frames import (
     MAX_MESSAGE_BYTES,
     Frame,
@@ -87,7 +92,7 @@ from mwp.gateway.hello import (
 )
 from mwp.gateway.hints import BOARD, listen_udp
 from mwp.gateway.https import Request, Response, start_server
-from mwp.gateway.subscriptions import Feed, Readers
+from mwp.gateway.subscriptions import Feed, GroupReader, Readers
 
 CLAUSES: tuple[str, ...] = ("MWP-EVT-011", "MWP-IDN-006", "MWP-IDN-008")
 
@@ -151,6 +156,9 @@ class Gateway:
             group_authority(authority.organization_id),
             safety_net_seconds=options.safety_net_seconds,
         )
+        self.discovery = Discovery(
+            self.readers, authority.running_groups, safety_net_seconds=options.safety_net_seconds
+        )
         self.hint_address: tuple[str, int] | None = None
         self.artifact_address: tuple[str, int] | None = None
         # The live sessions of this gateway's connections, by token (the Artifact routes').
@@ -174,18 +182,25 @@ class Gateway:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """What serving needs besides the listeners: hints in, readers closed at the end."""
-        token = BOARD.add(self.readers.notify) if self.options.in_process_hints else None
+        token = BOARD.add(self.notify) if self.options.in_process_hints else None
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if self.options.hint_listen is not None:
                     self.hint_address = await stack.enter_async_context(
-                        listen_udp(*self.options.hint_listen, self.readers.notify)
+                        listen_udp(*self.options.hint_listen, self.notify)
                     )
                 yield
         finally:
             if token is not None:
                 BOARD.remove(token)
+            await self.discovery.close()
             await self.readers.close()
+
+    def notify(self, group_id: str, last_sequence: int) -> None:
+        """A hint: wake the Group's reader, and find the Group for standing subscribers."""
+        self.readers.notify(group_id, last_sequence)
+        self.discovery.hint(group_id, last_sequence)
+        self.authority.notify(group_id, last_sequence)
 
     @contextlib.asynccontextmanager
     async def listening(
@@ -230,7 +245,9 @@ class Gateway:
 
     async def routes(self, request: Request) -> Response:
         """Serve one Artifact request."""
-        return await ArtifactRoutes(self.artifacts, self.session_of)(request)
+        return await ArtifactRoutes(self.artifacts, self.session_of, self.authority.agent_card)(
+            request
+        )
 
     async def session_of(self, token: str) -> Session:
         """The live session ``token`` names, checked as every frame's (expiry, fencing)."""
@@ -287,6 +304,7 @@ class Connection:
         self.commands: set[asyncio.Task[None]] = set()
         self.feeds: dict[str, Feed] = {}
         self.subscribing: set[asyncio.Task[None]] = set()
+        self.standing: Standing | None = None
 
     @property
     def authority(self) -> Authority:
@@ -305,6 +323,7 @@ class Connection:
             await self.end_feeds()
 
     async def end_feeds(self) -> None:
+        await self.sit_down()
         feeds, self.feeds = list(self.feeds.values()), {}
         for feed in feeds:
             await feed.stop()
@@ -398,6 +417,25 @@ class Connection:
         self.agent_id = pending.agent_id
         await self.end_feeds()  # subscriptions belong to a session: SUBSCRIBE again
         await self.send(accept_frame(session, new_frame_id()))
+        for other in list(self.gateway.open_connections):  # fenced now, not at their next frame
+            if other is not self:
+                await other.fence(session.agent_id, epoch)
+
+    async def fence(self, agent_id: str, current_epoch: int) -> None:
+        """A newer Session of ``agent_id`` was opened here: this connection's older one ends,
+        and the Agent is told so at once (``AUTH_STALE_SESSION``, fatal)."""
+        session = self.session
+        if session is None or session.agent_id != agent_id:
+            return
+        if session.session_epoch >= current_epoch:
+            return
+        self.set_session(None)
+        await self.end_feeds()
+        try:
+            session.check(self.gateway.clock(), current_epoch)
+        except MwpError as fenced:
+            with contextlib.suppress(ConnectionClosed):
+                await self.send_error(fenced, fatal=True)
 
     async def current_session(self) -> Session:
         session = self.session
@@ -436,8 +474,12 @@ class Connection:
     # --- SUBSCRIBE and ACK ----------------------------------------------------------------
 
     async def subscribe(self, frame: SubscribeFrame, session: Session) -> None:
+        groups = [g for g in frame.groups if str(g.group_id) != MEMBER_GROUPS]
+        standing = [g for g in frame.groups if str(g.group_id) == MEMBER_GROUPS]
+        if standing:
+            await self.stand(frame, standing[-1], session)
         # Each Group on its own: one Group's refusal or slow read holds up no other.
-        await asyncio.gather(*(self.subscribe_group(frame, g, session) for g in frame.groups))
+        await asyncio.gather(*(self.subscribe_group(frame, g, session) for g in groups))
 
     async def subscribe_group(
         self, frame: SubscribeFrame, wanted: GroupSubscriptionRequest, session: Session
@@ -465,6 +507,28 @@ class Connection:
             await asyncio.sleep(max(0.0, not_before - loop.time()))
             await self.send_error(group_not_found(group_id), frame.frame_id)
             return
+        await self.open_feed(
+            reader,
+            stored,
+            after=int(wanted.after_sequence),
+            attention=wanted.attention,
+            frame_id=frame.frame_id,
+            session=session,
+        )
+
+    async def open_feed(
+        self,
+        reader: GroupReader,
+        stored: Cursor | None,
+        *,
+        after: int,
+        attention: Attention | None,
+        frame_id: str,
+        session: Session,
+    ) -> None:
+        """Deliver the reader's Group from ``max(after, stored)``, replacing the connection's
+        feed of the Group; takes over one use of the reader (released if no feed starts)."""
+        readers, group_id = self.gateway.readers, reader.group_id
         acknowledged = stored.sequence if stored is not None else 0
         fault = reader.fault
         if (
@@ -480,31 +544,94 @@ class Connection:
         if fault is not None or not self.serves(session):
             await readers.release(group_id)
             if fault is not None:
-                await self.send_error(fault, frame.frame_id)
+                await self.send_error(fault, frame_id)
             return
+        feed = Feed(
+            reader,
+            session.agent_id,
+            start=max(after, acknowledged),
+            acknowledged=acknowledged,
+            attention=attention,
+            window=self.gateway.options.group_window,
+            retry_after_ms=self.gateway.options.retry_after_ms,
+            send=self.send,
+            related_frame_id=frame_id,
+            current=lambda: self.serves(session),
+        )
+        # Swapped with no await between: a concurrent SUBSCRIBE or standing attach of the
+        # same Group cannot leave two feeds. The old one sends nothing once cancelled.
         old = self.feeds.pop(group_id, None)
-        if old is not None:  # a new SUBSCRIBE for the Group replaces the connection's feed
+        if old is not None:
+            old.cancel()
+        self.feeds[group_id] = feed
+        feed.start()
+        if old is not None:
             try:
                 await old.stop()
             finally:
                 await readers.release(group_id)
+
+    # --- the standing subscription (every Group the Agent is a member of) ---------------
+
+    async def stand(
+        self, frame: SubscribeFrame, wanted: GroupSubscriptionRequest, session: Session
+    ) -> None:
+        """Deliver every Group the Agent is or was a member of, from its stored Cursors (the
+        entry's ``afterSequence`` is not used); a later standing SUBSCRIBE replaces it."""
         if not self.serves(session):
+            return
+        attention, frame_id = wanted.attention, frame.frame_id
+
+        async def attach(reader: GroupReader) -> None:
+            await self.attach(reader, attention=attention, frame_id=frame_id, session=session)
+
+        # The new one first: the readers discovery holds stay held across the change.
+        old, self.standing = self.standing, Standing(session.agent_id, self.follows, attach)
+        self.gateway.discovery.add(self.standing)
+        if old is not None:
+            await self.gateway.discovery.remove(old)
+
+    async def sit_down(self) -> None:
+        standing, self.standing = self.standing, None
+        if standing is not None:
+            await self.gateway.discovery.remove(standing)
+
+    def follows(self, group_id: str) -> bool:
+        """Whether the connection delivers the Group: a live feed, or one that ended with
+        the Agent's Membership, until the Agent is a member again."""
+        feed = self.feeds.get(group_id)
+        if feed is None:
+            return False
+        return feed.running or feed.reader.timeline.membership(feed.agent_id) is None
+
+    async def attach(
+        self,
+        reader: GroupReader,
+        *,
+        attention: Attention | None,
+        frame_id: str,
+        session: Session,
+    ) -> None:
+        group_id, readers = reader.group_id, self.gateway.readers
+        if not self.serves(session) or self.follows(group_id):
+            return
+        if readers.retain(group_id) is not reader:  # let go of since: nothing to deliver
+            if group_id in readers:
+                await readers.release(group_id)
+            return
+        try:
+            stored = await asyncio.to_thread(
+                self.authority.cursors.load, group_id, session.agent_id
+            )
+        except BaseException:
+            await readers.release(group_id)
+            raise
+        if self.follows(group_id):  # an explicit SUBSCRIBE got there first
             await readers.release(group_id)
             return
-        feed = Feed(
-            reader,
-            agent_id,
-            start=max(int(wanted.after_sequence), acknowledged),
-            acknowledged=acknowledged,
-            attention=wanted.attention,
-            window=self.gateway.options.group_window,
-            retry_after_ms=self.gateway.options.retry_after_ms,
-            send=self.send,
-            related_frame_id=frame.frame_id,
-            current=lambda: self.serves(session),
+        await self.open_feed(
+            reader, stored, after=0, attention=attention, frame_id=frame_id, session=session
         )
-        self.feeds[group_id] = feed
-        feed.start()
 
     async def acknowledge(self, frame: AckFrame, session: Session) -> None:
         checked: list[tuple[Feed, int]] = []
@@ -544,6 +671,7 @@ class Connection:
                     diagnostic=Diagnostic("presence", "session-epoch"),
                 )
             self.presence = frame.presence.model_dump(by_alias=True, exclude_unset=True)
+        session.prolong(self.gateway.clock(), self.gateway.options.hello)
         if frame.reply_to_nonce is not None:
             return  # a reply to a PING of ours: nothing to echo
         await self.send(

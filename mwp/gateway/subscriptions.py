@@ -62,8 +62,8 @@ class GroupReader:
         safety_net_seconds: float,
     ) -> None:
         self.group_id = group_id
-        self.timeline = MembershipTimeline()
         self.events: list[DeliveredEvent] = []  # events[n - 1] is Event n
+        self.timeline = MembershipTimeline(self._event_id)
         self.fault: MwpError | None = None
         self.safety_net_seconds = safety_net_seconds
         self.passes = 0  # completed reads to the end of the stored log
@@ -107,6 +107,9 @@ class GroupReader:
 
     def entry(self, sequence: int) -> DeliveredEvent:
         return self.events[sequence - 1]
+
+    def _event_id(self, sequence: int) -> str | None:
+        return self.events[sequence - 1].event_id if 0 < sequence <= self.head else None
 
     def _wake(self) -> None:
         grown, self._grown = self._grown, asyncio.Event()
@@ -160,13 +163,16 @@ class Readers:
     def __contains__(self, group_id: object) -> bool:
         return group_id in self._readers
 
-    async def acquire(self, group_id: str) -> GroupReader:
-        """The Group's reader, with a complete read of the log as it is now."""
+    async def acquire(
+        self, group_id: str, *, evidence: RegistryEvidence | None = None
+    ) -> GroupReader:
+        """The Group's reader, with a complete read of the log as it is now (a new reader
+        verifies with ``evidence``, by default the Registry's current one)."""
         reader = self._readers.get(group_id)
         self._users[group_id] = self._users.get(group_id, 0) + 1
         try:
             if reader is None:
-                evidence = await self.evidence()
+                evidence = evidence if evidence is not None else await self.evidence()
                 reader = self._readers.get(group_id)  # another SUBSCRIBE may have made it
                 if reader is None:
                     reader = GroupReader(
@@ -182,6 +188,13 @@ class Readers:
         except BaseException:
             await self.release(group_id)
             raise
+        return reader
+
+    def retain(self, group_id: str) -> GroupReader | None:
+        """One more user of the Group's reader as it is now (no new read); None without one."""
+        reader = self._readers.get(group_id)
+        if reader is not None:
+            self._users[group_id] = self._users.get(group_id, 0) + 1
         return reader
 
     async def release(self, group_id: str) -> None:
@@ -253,6 +266,15 @@ class Feed:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+    def cancel(self) -> None:
+        """Stop at once: nothing more is sent (:meth:`stop` waits for the end)."""
+        if self._task is not None:
+            self._task.cancel()
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
 
     def acknowledge(self, sequence: int) -> None:
         """The Agent's durable Cursor reached ``sequence`` (checked by the caller)."""

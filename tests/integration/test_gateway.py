@@ -24,7 +24,7 @@ from mwp.core.models.websocket_frame import ErrorFrame
 from mwp.core.trust.registry import Principal
 from mwp.core.trust.signed_document import verify
 from mwp.core.wire.jcs import canonicalize
-from mwp.gateway.authority import TemporalAuthority
+from mwp.gateway.authority import SESSION_CHECK_SECONDS, TemporalAuthority
 from mwp.gateway.client import GatewayClient
 from mwp.gateway.frames import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES, Incoming, new_frame_id
 from mwp.gateway.hello import HelloPolicy, init_frame, response_frame
@@ -274,20 +274,24 @@ async def test_a_newer_session_fences_the_older_one(gateway: Running, crew: Crew
         # The fenced session is gone: only a new HELLO continues on that connection.
         assert (await refused(first.ping()))["code"] == "AUTH_REQUIRED"
         await second.ping()
-        # A session opened elsewhere (another gateway, the SDK) fences this one too.
+        # A session opened elsewhere (another gateway, the SDK) fences this one too, once the
+        # gateway looks at the Session Epochs again (at most SESSION_CHECK_SECONDS later).
         await crew.organization.registry.open_session(worker.principal.id)
+        await asyncio.sleep(SESSION_CHECK_SECONDS)
         assert (await refused(second.ping()))["code"] == "AUTH_STALE_SESSION"
 
 
-async def test_the_session_token_expires(mwp_client: MwpClient, crew: Crew, tmp_path: Path) -> None:
+async def test_the_session_lasts_while_its_agent_pings_and_expires_after(mwp_client: MwpClient, crew: Crew, tmp_path: Path) -> None:
     short = HelloPolicy(session_seconds=1)
     async with (
         running_gateway(mwp_client, crew.organization, tmp_path, short) as running,
         running.client() as client,
     ):
         accepted = await client.hello(crew.workers[0])
-        await client.ping()
-        await asyncio.sleep(1.2)
+        for _ in range(3):  # each PING proves the Agent alive: the session lasts on
+            await asyncio.sleep(0.6)
+            await client.ping()
+        await asyncio.sleep(1.2)  # silent for longer than the session's lifetime
         error = await refused(client.ping())
         assert error["code"] == "AUTH_REQUIRED"
         again = await client.hello(crew.workers[0])

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mwp.gateway.visibility import MembershipTimeline
+from mwp.gateway.visibility import CONTEXT_PACKAGE_PUBLISHED, MembershipTimeline
 from tests.unit.group.harness import COORD, OWNER, W1, W2, W3, mission_harness
 
 TEXT = {"content": [{"type": "text", "text": "A thought."}]}
@@ -85,8 +85,26 @@ def test_a_provisional_member_sees_from_its_offer_on() -> None:
     grant = next(e for e in offered.events if e["kind"] == "membership.changed")
     assert grant["payload"]["membership"]["state"] == "provisional"
     timeline = timeline_of(h.events)
-    assert visible(timeline, W3.id)[0] == grant["payload"]["membership"]["visibilityStartSequence"]
+    start = grant["payload"]["membership"]["visibilityStartSequence"]
+    assert visible(timeline, W3.id)[-2:] == [start, start + 1]
     assert timeline.may_see(W3.id, timeline.sequence)
+    # Before its start only what the offer's Context Package shows: its publication and the
+    # Events it cites.
+    shown = {
+        e["sequence"]
+        for e in h.events
+        if e["kind"] == CONTEXT_PACKAGE_PUBLISHED
+        and e["payload"]["contextPackage"]["contextPackageId"]
+        == grant["payload"]["membership"].get("contextPackageId")
+    }
+    cited = {
+        e["sequence"]
+        for e in h.events
+        for p in h.events
+        if p["sequence"] in shown
+        and e["eventId"] in p["payload"]["contextPackage"]["sourceEventRange"]["eventIds"]
+    }
+    assert [n for n in visible(timeline, W3.id) if n < start] == sorted(shown | cited)
 
 
 def test_a_member_given_complete_visibility_later_sees_the_history_before() -> None:
