@@ -18,6 +18,7 @@ side beforehand (``mwp registry add-agent``), at the declaration's card version.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -34,7 +35,7 @@ from temporalio.worker import Worker
 
 from mwp.agent.declaration import Agent
 from mwp.agent.gateway_inbox import GatewayInboxes
-from mwp.agent.gateway_link import GatewayLink, GatewaySettings
+from mwp.agent.gateway_link import GatewayLink, GatewaySettings, GatewayUnavailableError
 from mwp.agent.inbox import GroupInboxes
 from mwp.agent.ledger import ToolLedger
 from mwp.agent.signals import SchedulerSignals
@@ -51,10 +52,11 @@ from mwp.contracts.agent import (
     agent_workflow_id,
 )
 from mwp.contracts.messages import group_authority
+from mwp.core.errors import ErrorCode, MwpError
 from mwp.stores.objects import ObjectStore, S3ObjectStore, open_store
 from mwp.workers.plugin import MwpPlugin
 from mwp.workers.run_lines import RunLines, agent_name
-from mwp.workers.runtime_watch import RuntimeWatch
+from mwp.workers.runtime_watch import RuntimeWatch, replaced_line
 from mwp.workers.tracing import active_interceptors
 
 
@@ -239,14 +241,11 @@ def gateway_inboxes(
     link: GatewayLink,
     agent: Agent,
     journal: ObjectStore,
-    groups: tuple[str, ...] = (),
 ) -> GatewayInboxes:
     """The agent's inboxes in gateway mode: its gateway subscription feeding its
     AgentWorkflow, journaled in the agent's own ``journal`` store."""
     cursors, deliver = _scheduler_feed(client, agent)
-    return GatewayInboxes(
-        link, cursors, deliver, agent_id=agent.agent_id, journal=journal, groups=groups
-    )
+    return GatewayInboxes(link, cursors, deliver, agent_id=agent.agent_id, journal=journal)
 
 
 @dataclass(frozen=True)
@@ -342,9 +341,14 @@ async def _run_through_gateway(
     report: Callable[[str], None] | None,
 ) -> AgentSession:
     """:func:`run_agent_worker` in gateway mode: the gateway is the only door to the authority
-    zone; ``tool_store`` is the agent's own (its tool ledger and audit records)."""
+    zone; ``tool_store`` is the agent's own (its tool ledger, journal and audit records).
+
+    A dropped connection is reconnected (with backoff): the new HELLO opens a new Session, so
+    the Group revokes the old one's leases and the same AgentWorkflow, told of the new
+    Session, starts that work again from its latest checkpoints, as after a restart. A
+    connection the gateway ended for good (a newer Session of the agent fenced it) stops the
+    runtime."""
     organization = str(agent.card()["organizationId"])
-    card_version = agent.card_info.card_version
     client = await connect(address, namespace, interceptors=active_interceptors())
     store = _open_store(tool_store)
     queue = agent_task_queue(agent.agent_id)
@@ -354,35 +358,112 @@ async def _run_through_gateway(
     stop = stop or asyncio.Event()
     for signum in signals:
         loop.add_signal_handler(signum, stop.set)
+    session: AgentSession | None = None
+    backoff = RECONNECT_FIRST_SECONDS
     try:
-        async with GatewayLink.open(settings, agent) as link:
-            epoch = link.session_epoch
-            worker = _runtime_worker(client, agent, store, card_version, lines, gateway=link)
-            session = AgentSession(organization, card_version, epoch, queue)
-            async with worker:
-                await start_scheduler(
-                    client.temporal, agent, card_version, epoch, **(scheduler_options or {})
-                )
-                inboxes = gateway_inboxes(client.temporal, link, agent, store, settings.groups)
-                ended = asyncio.Event()
-                feeding = asyncio.create_task(inboxes.run(ended))
-                if on_ready is not None:
-                    on_ready(session)
-                stopping = asyncio.create_task(stop.wait())
-                closing = asyncio.create_task(link.closed.wait())
-                await asyncio.wait({stopping, closing}, return_when=asyncio.FIRST_COMPLETED)
-                stopping.cancel()
-                closing.cancel()
-                ended.set()
-                await feeding
-                if link.fatal is not None:
-                    lines(
-                        f"{agent_name(agent.agent_id)}: the gateway ended the session: {link.fatal}"
+        while not stop.is_set():
+            try:
+                async with GatewayLink.open(settings, agent) as link:
+                    backoff = RECONNECT_FIRST_SECONDS
+                    card_version = await _registered_card(link, agent, lines)
+                    session = AgentSession(organization, card_version, link.session_epoch, queue)
+                    worker = _runtime_worker(
+                        client, agent, store, card_version, lines, gateway=link
                     )
+                    async with worker:
+                        await start_scheduler(
+                            client.temporal,
+                            agent,
+                            card_version,
+                            link.session_epoch,
+                            **(scheduler_options or {}),
+                        )
+                        if on_ready is not None:
+                            on_ready(session)
+                            on_ready = None
+                        await _serve_link(client, link, agent, store, stop)
+                    if link.fatal is not None:
+                        session = _ended(session, link.fatal, agent, lines)
+                        break
+            except GatewayUnavailableError as exc:
+                if session is None:
+                    raise  # never connected: the settings are wrong, or nothing listens
+                lines(f"{agent_name(agent.agent_id)}: {exc}")
+            if stop.is_set():
+                break
+            lines(
+                f"{agent_name(agent.agent_id)}: the gateway connection was lost; "
+                f"reconnecting in {backoff:.1f} s"
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), backoff)
+            backoff = min(backoff * 2, RECONNECT_MAX_SECONDS)
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)
+    assert session is not None
     return session
+
+
+async def _registered_card(link: GatewayLink, agent: Agent, lines: Callable[[str], None]) -> int:
+    """The version of the agent's Agent Card the Registry holds (the runtime serves under it:
+    offers pin it), read through the gateway; a card that lacks a capability the declaration
+    serves is named, since offers of that work cannot pin it."""
+    card = await link.client.agent_card(link.artifacts_url)
+    if card is None:
+        raise GatewayUnavailableError(
+            f"the Registry holds no Agent Card of {agent.agent_id}: register it first "
+            "(`mwp registry add-agent`)"
+        )
+    registered = {(c["id"], c["version"]) for c in card.get("capabilities", [])}
+    missing = [
+        f"{spec.id}@{spec.version}"
+        for spec in agent.capabilities
+        if (spec.id, spec.version) not in registered
+    ]
+    version = int(card["cardVersion"])
+    if missing:
+        lines(
+            f"{agent_name(agent.agent_id)}: its registered Agent Card v{version} does not "
+            f"declare {', '.join(missing)}; no offer of that work can name this runtime until "
+            "a card that does is registered"
+        )
+    return version
+
+
+def _ended(
+    session: AgentSession, fatal: MwpError, agent: Agent, lines: Callable[[str], None]
+) -> AgentSession:
+    """The session the gateway ended for good: replaced by a newer Session of the agent (as
+    :class:`RuntimeWatch` says it in the default mode), or another fatal refusal."""
+    name = agent_name(agent.agent_id)
+    current = (fatal.details or {}).get("currentSessionEpoch")
+    if fatal.code is ErrorCode.AUTH_STALE_SESSION and isinstance(current, int):
+        lines(replaced_line(name, session.session_epoch, current))
+        return dataclasses.replace(session, replaced_by=current)
+    lines(f"{name}: the gateway ended the session: {fatal}")
+    return session
+
+
+# A lost gateway connection is tried again after this long, doubling up to the maximum.
+RECONNECT_FIRST_SECONDS = 0.5
+RECONNECT_MAX_SECONDS = 15.0
+
+
+async def _serve_link(
+    client: MwpClient, link: GatewayLink, agent: Agent, store: ObjectStore, stop: asyncio.Event
+) -> None:
+    """Feed the AgentWorkflow from ``link`` until ``stop`` is set or the link closes."""
+    inboxes = gateway_inboxes(client.temporal, link, agent, store)
+    ended = asyncio.Event()
+    feeding = asyncio.create_task(inboxes.run(ended))
+    stopping = asyncio.create_task(stop.wait())
+    closing = asyncio.create_task(link.closed.wait())
+    await asyncio.wait({stopping, closing}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    closing.cancel()
+    ended.set()
+    await feeding
 
 
 def _open_store(location: str) -> ObjectStore:

@@ -6,9 +6,10 @@ The gateway checked each Event's signature, chain and the agent's Membership bef
 it; the inbox keeps Group order, removes duplicates (delivery is at least once), signals what
 concerns the Scheduler with the Cursor after it (built from the Event's own signing hash) and
 then ``ACK``s that position to the gateway, which keeps it as the agent's durable Cursor on
-the authority side. A Group the agent is not a member of yet is refused like one that does not
-exist (``GROUP_NOT_FOUND``): it is asked for again every ``retry_seconds``, so an agent
-configured for a Group starts receiving it once it is admitted or offered work there.
+the authority side. The inbox asks the gateway for every Group the agent is a member of (the
+standing subscription, ``MEMBER_GROUPS``): the gateway attaches a Group once the agent is
+admitted or offered work there, each from the agent's stored Cursor, so the runtime needs no
+list of Groups and learns nothing of a Group it may not see.
 
 The gateway resumes a Group after the agent's stored Cursor, never before it, so what a run
 must know of older Events (a WorkItem's contract, the agent's Membership Epoch) is kept in a
@@ -22,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Container, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Container, Mapping
 from typing import Any
+
+from websockets.exceptions import ConnectionClosed
 
 from mwp.agent.gateway_link import GatewayLink
 from mwp.agent.gateway_views import mission_of
@@ -35,6 +38,7 @@ from mwp.core.models.websocket_frame import AckFrame, ErrorFrame, EventFrame
 from mwp.core.trust.signed_document import signing_hash
 from mwp.core.wire.jcs import canonicalize
 from mwp.core.wire.strict_json import parse_bytes
+from mwp.gateway import MEMBER_GROUPS
 from mwp.gateway.frames import Incoming
 from mwp.stores.objects import ObjectStore
 
@@ -44,6 +48,9 @@ log = logging.getLogger(__name__)
 CLAUSES: tuple[str, ...] = ("MWP-WRK-008", "MWP-MSN-012")
 
 JOURNAL_PREFIX = "gateway-journal/"
+# How often the inbox compares the Scheduler's Cursors with what it signalled: a Scheduler
+# rebuilt from nothing is fed again within this long.
+RESYNC_SECONDS = 5.0
 
 
 def journal_key(group_id: str, sequence: int) -> str:
@@ -84,7 +91,6 @@ class GroupFeed:
         self.acked = self.position
         self.mission_id = ""
         self.batch: list[Json] = []
-        self.subscribed = False
         self.parked: dict[int, Json] = {}  # own Events not known to be next yet, by sequence
         self.unjournaled: list[Json] = []
 
@@ -109,6 +115,14 @@ class GroupFeed:
         released = self._release(sequence)
         self.position = max(self.position, sequence)
         return [*released, *self._release(self.position)]
+
+    def replay(self, held: Json | None, journaled: list[Json]) -> list[Json]:
+        """Start again from ``held``, the Cursor the Scheduler holds (None: nothing), with the
+        journaled Events after it; those Events, in Group order."""
+        self.held = self.cursor = held
+        self.position = 0 if held is None else int(held["sequence"])
+        self.batch = []
+        return [taken for event in journaled for taken in self._advance(dict(event))]
 
     def _release(self, through: int) -> list[Json]:
         """Parked Events through ``through``, then any parked one that is next."""
@@ -138,16 +152,14 @@ class GatewayInboxes:
         *,
         agent_id: str,
         journal: ObjectStore,
-        groups: Iterable[str] = (),
-        retry_seconds: float = 1.0,
     ) -> None:
         self.link = link
         self.journal = journal
         self.agent_id = agent_id
-        self.retry_seconds = retry_seconds
+        self.resync_seconds = RESYNC_SECONDS
         self._cursors = cursors
         self._deliver = deliver
-        self._wanted: set[str] = set(groups)
+        self._held: Mapping[str, Json] = {}
         self._groups: dict[str, GroupFeed] = {}
         self._frames: asyncio.Queue[Incoming] = asyncio.Queue()
         self.delivered = 0
@@ -155,66 +167,77 @@ class GatewayInboxes:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Subscribe and feed the Scheduler until ``stop`` is set or the link closes."""
-        held = await self._cursors()
-        self._wanted.update(held)
-        for group_id in self._wanted:
-            group = self._groups.setdefault(group_id, GroupFeed(group_id, held.get(group_id)))
-            views = self.link.group(group_id)
-            for event in await asyncio.to_thread(read_journal, self.journal, group_id):
-                views.apply(event)
-            group.mission_id = views.mission_id or ""
-        retry = asyncio.create_task(self._subscribe_forever(stop))
+        self._held = await self._cursors()
         try:
-            while not stop.is_set() and not self.link.closed.is_set():
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(0.5):
-                        incoming = await self._frames.get()
-                        self._take(incoming)
-                        while not self._frames.empty():
-                            self._take(self._frames.get_nowait())
-                try:
-                    await self._flush()
-                except Exception:  # kept batches are signalled again at the next round
-                    log.exception("gateway inbox round failed")
-        finally:
-            retry.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await retry
-
-    async def _subscribe_forever(self, stop: asyncio.Event) -> None:
+            await self.link.subscribe([{"groupId": MEMBER_GROUPS, "afterSequence": 0}])
+        except ConnectionClosed:
+            return  # the link is closing: the runtime reconnects or stops
+        loop = asyncio.get_running_loop()
+        checked = loop.time()
         while not stop.is_set() and not self.link.closed.is_set():
-            waiting = [g for g in self._groups.values() if not g.subscribed]
-            if waiting:
-                for group in waiting:
-                    group.subscribed = True  # until a refusal says otherwise
-                try:
-                    await self.link.subscribe(
-                        [{"groupId": g.group_id, "afterSequence": g.position} for g in waiting]
-                    )
-                except Exception:  # the connection closed: the runtime is stopping
-                    log.exception("SUBSCRIBE failed")
-                    return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.retry_seconds)
+                async with asyncio.timeout(0.5):
+                    await self._take(await self._frames.get())
+                    while not self._frames.empty():
+                        await self._take(self._frames.get_nowait())
+            try:
+                await self._flush()
+                if loop.time() - checked >= self.resync_seconds:
+                    checked = loop.time()
+                    await self._resync()
+            except Exception:  # kept batches are signalled again at the next round
+                log.exception("gateway inbox round failed")
 
     # --- frames ------------------------------------------------------------------------------
 
-    def _take(self, incoming: Incoming) -> None:
+    async def _take(self, incoming: Incoming) -> None:
         frame, value = incoming.frame, incoming.value
         if isinstance(frame, EventFrame):
             event = value["event"]
-            group = self._groups.get(event["groupId"])
-            if group is not None:
-                for taken in group.take(event, self.link.own_actions):
-                    self._in_order(group, taken)
+            group = await self._feed(str(event["groupId"]))
+            for taken in group.take(event, self.link.own_actions):
+                for cited in await self.link.learn_offered(group.group_id, taken):
+                    group.batch.append({**slim(cited), "cited": True})  # terms, checkpoint
+                    group.unjournaled.append(cited)  # a rebuild replays it in Group order
+                self._in_order(group, taken)
         elif isinstance(frame, AckFrame):
             for ack in value["acknowledgements"]:
-                group = self._groups.get(ack["groupId"])
-                if group is not None:
-                    for taken in group.watermark(int(ack["sequence"])):
-                        self._in_order(group, taken)
+                group = await self._feed(str(ack["groupId"]))
+                for taken in group.watermark(int(ack["sequence"])):
+                    self._in_order(group, taken)
         elif isinstance(frame, ErrorFrame):
             self._refused(value["error"])
+
+    async def _feed(self, group_id: str) -> GroupFeed:
+        """The Group's feed; for a Group new to this runtime, made from what the Scheduler
+        holds and the journal (the Events before the stored Cursor the gateway resumes at)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            group = self._groups[group_id] = GroupFeed(group_id, self._held.get(group_id))
+            views = self.link.group(group_id)
+            journaled = await asyncio.to_thread(read_journal, self.journal, group_id)
+            for event in journaled:
+                views.apply(event)
+            group.mission_id = views.mission_id or ""
+            self._replay(group, group.held, journaled)
+        return group
+
+    async def _resync(self) -> None:
+        """A Scheduler that lost its state (a new run of the AgentWorkflow) holds another
+        Cursor than the one last signalled: it is fed again from its own, out of the journal
+        (the gateway resumes only after the stored Cursor)."""
+        held = await self._cursors()
+        for group in self._groups.values():
+            stored = held.get(group.group_id)
+            if stored != group.held:
+                journaled = await asyncio.to_thread(read_journal, self.journal, group.group_id)
+                self._replay(group, stored, journaled)
+        await self._flush()
+
+    def _replay(self, group: GroupFeed, held: Json | None, journaled: list[Json]) -> None:
+        for event in group.replay(held, journaled):
+            if concerns(event, self.agent_id):
+                group.batch.append(slim(event))
 
     def _in_order(self, group: GroupFeed, event: Json) -> None:
         self.link.group(group.group_id).apply(event)
@@ -231,11 +254,7 @@ class GatewayInboxes:
             )
 
     def _refused(self, wire: Mapping[str, Any]) -> None:
-        code, group_id = wire.get("code"), wire.get("groupId")
-        group = self._groups.get(str(group_id)) if group_id is not None else None
-        if code == ErrorCode.GROUP_NOT_FOUND and group is not None:
-            group.subscribed = False  # not a member (yet): asked again at the next round
-        elif code == ErrorCode.BACKPRESSURE:
+        if wire.get("code") == ErrorCode.BACKPRESSURE:
             pass  # the window frees as this inbox ACKs what it signalled
         else:
             log.warning("gateway error: %s", dict(wire))

@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from mwp import PROTOCOL_VERSION
 from mwp.agent.declaration import Agent
@@ -35,8 +36,9 @@ from mwp.agent.gateway_views import GroupViews
 from mwp.contracts.errors import RemoteMwpError
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.models.websocket_frame import AckFrame, ErrorFrame, EventFrame
+from mwp.core.wire.values import b64url_encode
 from mwp.gateway.client import GatewayClient
-from mwp.gateway.frames import Incoming, new_frame_id
+from mwp.gateway.frames import Incoming, new_frame_id, now_text
 from mwp.gateway.tls import client_context
 
 Json = dict[str, Any]
@@ -47,6 +49,8 @@ CLAUSES: tuple[str, ...] = ("MWP-WRK-008",)
 # How long a Command waits for its receipt before it is sent again (byte-equal: the same
 # receipt comes back, never a second decision).
 RECEIPT_SECONDS = 20.0
+# How often the link proves the agent alive (well inside the gateway's session lifetime).
+PING_SECONDS = 60.0
 RESENDS = 3
 # Commands whose Events may still be on their way: far more than a runtime has in flight.
 OWN_ACTIONS = 4096
@@ -60,13 +64,11 @@ class GatewaySettings:
 
     ``url`` is the gateway's ``wss://HOST:PORT``; ``ca_file`` the trust anchor (``None``: the
     system's); ``artifacts_url`` its ``https://HOST:PORT`` for Artifacts (default: the same
-    host, the next port, as ``mwp dev`` serves them); ``groups`` the Groups the agent serves
-    (see docs/gateway.md, "The agent runtime through the gateway")."""
+    host, the next port, as ``mwp dev`` serves them)."""
 
     url: str
     ca_file: Path | None = None
     artifacts_url: str | None = None
-    groups: tuple[str, ...] = ()
 
     def artifacts(self) -> str:
         if self.artifacts_url is not None:
@@ -75,6 +77,10 @@ class GatewaySettings:
         if url.scheme != "wss" or url.hostname is None or url.port is None:
             raise ValueError(f"not a wss://HOST:PORT address: {self.url!r}")
         return f"https://{url.hostname}:{url.port + 1}"
+
+
+class GatewayUnavailableError(Exception):
+    """The gateway could not be reached, or refused the agent's HELLO (a user-facing line)."""
 
 
 @dataclass
@@ -120,17 +126,41 @@ class GatewayLink:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(cls, settings: GatewaySettings, agent: Agent) -> AsyncIterator[GatewayLink]:
+        """Connect and say HELLO; :class:`GatewayUnavailableError` when either fails."""
         context = client_context(settings.ca_file)
-        async with GatewayClient.connect(settings.url, context) as client:
-            await client.hello(agent.identity)
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                client = await stack.enter_async_context(
+                    GatewayClient.connect(settings.url, context)
+                )
+            except (OSError, InvalidHandshake, TimeoutError) as exc:
+                raise GatewayUnavailableError(
+                    f"cannot reach the Group gateway at {settings.url} ({exc}); is `mwp dev` "
+                    "(or `mwp gateway`) running? --gateway and --gateway-ca say where it is"
+                ) from None
+            try:
+                await client.hello(agent.identity)
+            except MwpError as exc:
+                raise GatewayUnavailableError(
+                    f"the gateway refused the HELLO of {agent.agent_id}: {exc.code.value}. "
+                    "Its Agent Card must be registered with this key first "
+                    "(`mwp registry add-agent`)"
+                ) from None
+            except ConnectionClosed as exc:  # 1013: the gateway's Organization is not set up
+                raise GatewayUnavailableError(
+                    f"the gateway at {settings.url} closed the connection ({exc}); has "
+                    "`mwp registry init` run?"
+                ) from None
             link = cls(client, agent, settings.artifacts())
-            link._reader = asyncio.create_task(link._read())
+            tasks = [asyncio.create_task(link._read()), asyncio.create_task(link._keep_alive())]
             try:
                 yield link
             finally:
-                link._reader.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await link._reader
+                for task in tasks:
+                    task.cancel()
+                for task in tasks:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
 
     @property
     def session_epoch(self) -> int:
@@ -163,6 +193,26 @@ class GatewayLink:
                         MwpError(ErrorCode.INTERNAL_ERROR, "the gateway connection closed")
                     )
 
+    async def _keep_alive(self) -> None:
+        """A PING every ``PING_SECONDS``: the agent's liveness, which keeps its session from
+        expiring while the connection lives (docs/gateway.md, PING)."""
+        while not self.closed.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.closed.wait(), PING_SECONDS)
+            if self.closed.is_set():
+                return
+            frame = {
+                "protocolVersion": PROTOCOL_VERSION,
+                "frameId": new_frame_id(),
+                "frameType": "PING",
+                "nonce": b64url_encode(secrets.token_bytes(16)),
+                "sentAt": now_text(),
+            }
+            try:
+                await self.client.send(frame)  # the reply is read (and dropped) by _read
+            except ConnectionClosed:
+                return
+
     def _dispatch(self, incoming: Incoming) -> None:
         frame, value = incoming.frame, incoming.value
         if isinstance(frame, EventFrame):
@@ -183,11 +233,12 @@ class GatewayLink:
                 if not pending.future.done():
                     pending.future.set_exception(RemoteMwpError(wire))
                 return
-            if wire.get("fatal") or wire.get("code") == ErrorCode.AUTH_REQUIRED:
-                # Fenced by a newer Session, or the session token expired: this connection
-                # serves the runtime no longer (a restart says HELLO again).
+            if wire.get("fatal"):
+                # Fenced by a newer Session: this runtime serves the agent no longer.
                 self.fatal = RemoteMwpError(wire)
                 self.closed.set()
+            elif wire.get("code") == ErrorCode.AUTH_REQUIRED:
+                self.closed.set()  # the session lapsed: the runtime says HELLO again
         else:
             return  # PING replies and the rest carry nothing for the runtime
         if self.listener is not None:
@@ -281,6 +332,23 @@ class GatewayLink:
 
     async def upload(self, group_id: str, data: bytes) -> str:
         return await self.client.upload_artifact(self.artifacts_url, group_id, data)
+
+    async def learn_offered(self, group_id: str, event: Mapping[str, Any]) -> list[Json]:
+        """Before ``event`` is applied: if it offers this agent a WorkItem the agent does not
+        know, retrieve the Events its Context Package cites (MWP-MSN-012) and take them into
+        the Group's views; those Events (none for any other ``event``)."""
+        views = self.group(group_id)
+        package = views.unknown_offer(event)
+        if package is None:
+            return []
+        try:
+            cited = await self.client.cited_events(self.artifacts_url, group_id, package)
+        except Exception:  # the Scheduler cannot admit it: the offer lapses
+            log.exception("retrieving the Events Context Package %s cites failed", package)
+            return []
+        for source in cited:
+            views.learn(source)
+        return cited
 
     async def download(self, group_id: str, content_hash: str) -> bytes:
         return await self.client.artifact(self.artifacts_url, group_id, content_hash)

@@ -20,7 +20,7 @@ from mwp.core.group.execution_lease import LEASE_REVOKED_KIND, OWNERSHIP_EXPIRED
 
 Json = dict[str, Any]
 
-CLAUSES: tuple[str, ...] = ("MWP-MSN-012",)
+CLAUSES: tuple[str, ...] = ("MWP-MSN-012", "MWP-WRK-027")
 
 # Where an Event payload names its Mission (Events themselves carry only the Group).
 _MISSION_HOLDERS = ("mission", "membership", "workItem")
@@ -86,6 +86,43 @@ class GroupViews:
         if item is None:
             return
         _evolve(item, kind, payload)
+
+    def unknown_offer(self, event: Mapping[str, Any]) -> str | None:
+        """The Context Package an offer to this agent names for a WorkItem it does not know
+        (authorized before its visibility start): the package cites the WorkItem's contract
+        Events, which the agent may retrieve. None for any other Event."""
+        payload = event.get("payload") or {}
+        package = payload.get("contextPackageId")
+        if (
+            event.get("kind") != "work.offer.created"
+            or event.get("workItemId") in self._items
+            or not isinstance(package, str)
+        ):
+            return None
+        offered = {o.get("agentId") for o in payload.get("offers") or ()}
+        return package if self.agent_id in offered else None
+
+    def learn(self, cited: Mapping[str, Any]) -> None:
+        """Take a cited Event from before this agent's visibility start (a WorkItem's
+        authorization or contract revision, retrieved in Group order)."""
+        work_item_id = cited.get("workItemId")
+        if not isinstance(work_item_id, str):
+            return
+        if self.mission_id is None:
+            self.mission_id = mission_of(cited)
+        payload: Json = dict(cited.get("payload") or {})
+        kind = cited["kind"]
+        if kind == "work.authorized":
+            self._items.setdefault(work_item_id, copy.deepcopy(payload["workItem"]))
+            return
+        item = self._items.get(work_item_id)
+        if item is None:
+            return
+        if kind == "work.contract.revised":
+            _evolve(item, kind, payload)
+        elif kind in ("work.progressed", "work.checkpointed") and payload.get("checkpointRef"):
+            lease = payload.get("leaseId") or (payload.get("executionLease") or {}).get("leaseId")
+            item["checkpoint"] = {"checkpointRef": payload["checkpointRef"], "leaseId": lease}
 
     def work_item(self, work_item_id: str) -> Json:
         item = self._items.get(work_item_id)

@@ -5,14 +5,19 @@
     mwp agent preempt AGENT_ID GROUP WORK_ITEM   stop that run at its next checkpoint
     mwp agent weight AGENT_ID GROUP WEIGHT [--quota N]   a Group's share of this agent
 
-Imports the Agent declaration, registers its Agent Card with the Organization's registry if
-the registered one differs, opens a new Session (printing its Session Epoch) and runs the
-agent's runtime on its own task queue until SIGINT or SIGTERM: its AgentWorkflow (the Worker
-Scheduler), fed by the Group logs, accepts the offers it admits and runs its capabilities
-under Execution Leases; its tools run once per idempotency key. The registry service key comes
-from ``<state>/keys/`` as `mwp registry init` left it. ``--store`` is the Organization's object
-store the Group logs are mirrored to (also holding Artifacts, checkpoints and the tool ledger):
-``<state>/objects`` unless it names a folder or ``s3://bucket/prefix``.
+Imports the Agent declaration and runs the agent's runtime on its own task queue until SIGINT
+or SIGTERM: its AgentWorkflow (the Worker Scheduler) accepts the offers it admits and runs its
+capabilities under Execution Leases; its tools run once per idempotency key.
+
+By default the runtime is outside the authority zone: it reaches its Groups only through the
+Group gateway (``--gateway``, `mwp dev`'s on 127.0.0.1 unless told otherwise, trusted by
+``<state>/gateway-tls/ca.pem`` when that exists), whose HELLO opens the agent's Session; its
+own workflow and activities live in the agents' namespace, its tool records and journal in
+``--store`` (``<state>/agent-ledger``). Its Agent Card must be registered first
+(`mwp registry add-agent`). ``--direct`` is the operators' mode: the runtime registers the
+card itself with the registry service key of ``<state>/keys/``, reads every Group log of the
+object store ``--store`` (``<state>/objects``, or ``s3://bucket/prefix``) and uses the
+authority namespace.
 
 ``preempt`` and ``weight`` signal the AgentWorkflow, which acts only on messages sealed with
 the agent's own key: they use the agent's key file in ``<state>/keys/`` (``--key-name``, or
@@ -46,7 +51,11 @@ def register(subparsers: Any) -> None:
     run = actions.add_parser("run", help="register the agent, open a session, serve its tools")
     run.add_argument("target", metavar="MODULE:ATTR", help="the Agent, e.g. myagents.writer:agent")
     run.add_argument("--address", default=defaults.address(), help=defaults.address_help())
-    run.add_argument("--namespace", default="default", help="Temporal namespace")
+    run.add_argument(
+        "--namespace",
+        help="Temporal namespace of the agent's own workflow and activities (default: the "
+        f"agents' namespace, {defaults.agents_namespace()}; with --direct: default)",
+    )
     run.add_argument(
         "--state-dir", type=Path, default=Path(".mwp"), help="state folder (default: ./.mwp)"
     )
@@ -55,8 +64,9 @@ def register(subparsers: Any) -> None:
         "--store",
         "--tool-store",
         dest="store",
-        help="object store with the Group logs: a folder or s3://bucket/prefix "
-        "(default STATE/objects)",
+        help="the agent's own folder for its tool records and journal (default "
+        "STATE/agent-ledger); with --direct the object store with the Group logs, a folder or "
+        "s3://bucket/prefix (default STATE/objects)",
     )
     run.add_argument(
         "--lease-seconds",
@@ -72,21 +82,26 @@ def register(subparsers: Any) -> None:
     run.add_argument(
         "--gateway",
         metavar="WSS_URL",
-        help="experimental: reach the authority zone only through this gateway (wss://HOST:PORT);"
-        " --namespace then names the agents' namespace",
+        default=defaults.gateway_url(),
+        help=f"the Group gateway, the agent's only door to its Groups (default "
+        f"{defaults.gateway_url()}; ${defaults.GATEWAY_PORT_ENV} sets its port)",
     )
-    run.add_argument("--gateway-ca", type=Path, help="the gateway's trust anchor (a CA file)")
+    run.add_argument(
+        "--gateway-ca",
+        type=Path,
+        help="the gateway's trust anchor, a CA file (default: STATE/gateway-tls/ca.pem when it "
+        "exists, `mwp dev`'s development CA; else the system's trust store)",
+    )
     run.add_argument(
         "--gateway-artifacts",
         metavar="HTTPS_URL",
         help="the gateway's Artifact address (default: the next port of --gateway)",
     )
     run.add_argument(
-        "--gateway-group",
-        action="append",
-        default=[],
-        metavar="GROUP",
-        help="a Group this agent serves through the gateway (repeatable)",
+        "--direct",
+        action="store_true",
+        help="operators only: bypass the gateway, reading the Group logs from --store and "
+        "using the authority namespace (needs the registry service key in STATE/keys)",
     )
     add_observability_args(run, log_level="WARNING")  # its own output: one line per run
     run.set_defaults(handler=_run)
@@ -99,7 +114,11 @@ def register(subparsers: Any) -> None:
         )
         command.add_argument("agent_id", metavar="AGENT_ID", help="the agent's ID (a URI)")
         command.add_argument("--address", default=defaults.address(), help=defaults.address_help())
-        command.add_argument("--namespace", default="default", help="Temporal namespace")
+        command.add_argument(
+            "--namespace",
+            default=defaults.agents_namespace(),
+            help=f"the agent's Temporal namespace (default {defaults.agents_namespace()})",
+        )
         if signs:
             command.add_argument(
                 "--state-dir",
@@ -255,6 +274,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from mwp.agent.gateway_link import GatewayUnavailableError
     from mwp.client import ClientError
     from mwp.core.errors import MwpError
     from mwp.workers.agent import AgentSession, AgentWorkerError, load_agent, run_agent_worker
@@ -263,24 +283,21 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"Organization  {session.organization_id}")
         print(f"Agent         {agent.agent_id} (Agent Card version {session.card_version})")
         print(f"Session Epoch {session.session_epoch}")
-        print(f"Task queue    {session.task_queue} on {args.address}", flush=True)
+        if not args.direct:
+            print(f"Gateway       {args.gateway} (its only door to its Groups)")
+        where = f"{args.address}, namespace {_namespace(args)}"
+        print(f"Task queue    {session.task_queue} on {where}", flush=True)
 
     try:
         agent = load_agent(args.target)
         if not args.replace:
             asyncio.run(_refuse_if_running(args, agent.agent_id))
-        gateway = None
-        if args.gateway is not None:
-            from mwp.agent.gateway_link import GatewaySettings
-
-            gateway = GatewaySettings(
-                args.gateway, args.gateway_ca, args.gateway_artifacts, tuple(args.gateway_group)
-            )
+        gateway = None if args.direct else _gateway_settings(args)
         session = asyncio.run(
             run_agent_worker(
                 agent,
                 address=args.address,
-                namespace=args.namespace,
+                namespace=_namespace(args),
                 state_dir=args.state_dir,
                 organization_id=args.org,
                 tool_store=args.store,
@@ -289,7 +306,7 @@ def _serve(args: argparse.Namespace) -> int:
                 gateway=gateway,
             )
         )
-    except (AgentWorkerError, ClientError, AgentRunningError) as exc:
+    except (AgentWorkerError, ClientError, AgentRunningError, GatewayUnavailableError) as exc:
         print(f"mwp agent: {exc}", file=sys.stderr)
         return 1
     except MwpError as exc:
@@ -301,6 +318,27 @@ def _serve(args: argparse.Namespace) -> int:
     print("agent worker stopped")
     return 0
 
+
+def _namespace(args: argparse.Namespace) -> str:
+    if args.namespace:
+        return str(args.namespace)
+    return "default" if args.direct else defaults.agents_namespace()
+
+
+def _gateway_settings(args: argparse.Namespace) -> Any:
+    from mwp.agent.gateway_link import GatewaySettings
+
+    ca = args.gateway_ca
+    if ca is None and (args.state_dir / DEV_CA).is_file():
+        ca = args.state_dir / DEV_CA
+    artifacts = args.gateway_artifacts
+    if artifacts is None and args.gateway == defaults.gateway_url():
+        artifacts = defaults.gateway_artifacts_url()  # `mwp dev`'s, wherever its port is
+    return GatewaySettings(args.gateway, ca, artifacts)
+
+
+# Where `mwp dev` keeps its gateway's development CA, inside its state folder.
+DEV_CA = Path("gateway-tls") / "ca.pem"
 
 # The exit status of a runtime that stopped because another took its agent over.
 REPLACED_STATUS = 3
@@ -316,7 +354,7 @@ async def _refuse_if_running(args: argparse.Namespace, agent_id: str) -> None:
     from mwp.client.running_agent import live_pollers
 
     try:
-        client = await Client.connect(args.address, namespace=args.namespace)
+        client = await Client.connect(args.address, namespace=_namespace(args))
     except RuntimeError:
         return  # unreachable: starting the runtime reports it, after its own checks
     pollers = await live_pollers(client, agent_id)

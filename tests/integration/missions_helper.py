@@ -21,6 +21,7 @@ from typing import Any, Final
 import pytest
 
 from mwp.client import Identity, MwpClient, new_id, utc_now, wire_text
+from mwp.client.context_packages import needs_context_package
 from mwp.client.missions import MissionClient, MissionHandle, in_seconds, resending_until_decided
 from mwp.contracts.errors import RemoteMwpError, raising_mwp_errors
 from mwp.contracts.mission import UPDATE_COMMAND
@@ -305,17 +306,21 @@ class MissionRig:
         ]
         if card_version is not None:
             candidates = [{**c, "agentCardVersion": card_version} for c in candidates]
-        result = await self.coordinate(
-            "work.offer",
-            {
-                "candidates": candidates,
-                "expiresAt": expires_at or in_seconds(3600),
-                "contextPackageId": new_id(),
-            },
-            work_item_id=item.work_item_id,
-        )
-        payload: dict[str, Any] = event_of(result, "work.offer.created")["payload"]
-        return payload
+        payload: dict[str, Any] = {
+            "candidates": candidates,
+            "expiresAt": expires_at or in_seconds(3600),
+        }
+        view = await self.mission.view()
+        item_view = await self.mission.work_item(item.work_item_id)
+        if needs_context_package(view, item_view, [a.principal.id for a in agents]):
+            # A newcomer (to the Group, or to the item) is handed the item's signed Context
+            # Package, published by the offer.
+            payload["contextPackage"] = await self.mission.offer_context_package(
+                self.crew.coordinator, item.work_item_id
+            )
+        result = await self.coordinate("work.offer", payload, work_item_id=item.work_item_id)
+        created: dict[str, Any] = event_of(result, "work.offer.created")["payload"]
+        return created
 
     async def accept(self, worker: Identity, item: WorkItemRef, offer_id: str) -> int:
         """Accept an offer; the Ownership Epoch won."""

@@ -7,7 +7,6 @@ submits its result, every Command, Artifact and checkpoint going through the gat
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import uuid
 from collections.abc import AsyncIterator
@@ -20,24 +19,26 @@ from temporalio.service import RPCError
 
 from mwp.agent import Agent
 from mwp.agent.gateway_inbox import GroupFeed
-from mwp.agent.gateway_link import GatewaySettings
+from mwp.agent.gateway_link import GatewaySettings, GatewayUnavailableError
 from mwp.agent.signals import SchedulerSignals
+from mwp.cli import main
 from mwp.client import Identity, MwpClient, connect
 from mwp.contracts.agent import PreemptionRequest, agent_workflow_id
 from mwp.core.trust.registry import Principal
-from mwp.dev.stack import BackgroundStack, ensure_namespace
+from mwp.dev.stack import BackgroundStack, ensure_namespace, free_port
 from mwp.gateway.artifacts import group_marker
-from mwp.gateway.tls import development_certificates
 from mwp.log.delivery import ObjectCursorStore
 from mwp.stores.objects import open_store
-from mwp.workers.agent import AgentSession, ensure_registered, run_agent_worker
+from mwp.workers.agent import AgentSession, ensure_registered
 from tests.integration import runtime_agent
-from tests.integration.conftest import Organization, stack_log_location
+from tests.integration.conftest import stack_log_location
+from tests.integration.gateway_agents import (
+    AGENTS_NAMESPACE,
+    agent_gateway,
+    gateway_runtime,
+    gateway_with_artifacts,
+)
 from tests.integration.missions_helper import MissionRig, WorkItemRef, eventually, new_mission
-from tests.integration.test_gateway import running_gateway
-from tests.integration.test_gateway_subscribe import OPTIONS
-
-AGENTS_NAMESPACE = "mwp-agents-test"
 
 
 @pytest.fixture
@@ -54,60 +55,6 @@ def stepper(rig: MissionRig) -> Agent:
     return runtime_agent.build(agent_id, identity, rig.crew.organization.organization_id)
 
 
-@asynccontextmanager
-async def gateway_with_artifacts(
-    client: MwpClient, organization: Organization, folder: Path
-) -> AsyncIterator[GatewaySettings]:
-    """A real gateway (WebSocket and Artifact listeners) of ``organization``; the settings an
-    agent needs to reach it: its two addresses and its CA, nothing else."""
-    async with running_gateway(
-        client, organization, folder, options=OPTIONS, artifact_port=0
-    ) as running:
-        address = running.gateway.artifact_address
-        assert address is not None
-        yield GatewaySettings(
-            running.uri,
-            development_certificates(folder).ca_cert,  # the CA the gateway was given
-            artifacts_url=f"https://127.0.0.1:{address[1]}",
-        )
-
-
-@asynccontextmanager
-async def gateway_runtime(
-    agent: Agent, settings: GatewaySettings, address: str, ledger: Path
-) -> AsyncIterator[AgentSession]:
-    """``run_agent_worker`` in gateway mode, in the agents' namespace, until the block ends."""
-    stop = asyncio.Event()
-    ready: asyncio.Future[AgentSession] = asyncio.get_running_loop().create_future()
-    running = asyncio.create_task(
-        run_agent_worker(
-            agent,
-            address=address,
-            namespace=AGENTS_NAMESPACE,
-            state_dir=ledger / "no-state",  # never read in gateway mode
-            tool_store=str(ledger),
-            gateway=settings,
-            scheduler_options={"lease_seconds": 6},
-            on_ready=ready.set_result,
-            stop=stop,
-            report=lambda line: None,
-        )
-    )
-    try:
-        async with asyncio.timeout(30):
-            done, _ = await asyncio.wait({running, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if running in done:
-            running.result()  # raises what stopped it
-        yield ready.result()
-    finally:
-        stop.set()
-        await running
-        client = await connect(address, AGENTS_NAMESPACE)
-        handle = client.temporal.get_workflow_handle(agent_workflow_id(agent.agent_id))
-        with contextlib.suppress(RPCError):  # a later runtime of the agent ended it already
-            await handle.terminate("test over")
-
-
 @dataclasses.dataclass
 class Served:
     rig: MissionRig
@@ -119,11 +66,12 @@ class Served:
 
 @asynccontextmanager
 async def served_by_gateway_agent(
-    mwp_client: MwpClient, temporal_stack: BackgroundStack, tmp_path: Path, *, admit: bool = True
+    mwp_client: MwpClient, temporal_stack: BackgroundStack, tmp_path: Path, *, admit: bool = False
 ) -> AsyncIterator[Served]:
-    """A Mission, and a runtime agent in gateway mode configured for its Group. The authority
-    side registers the agent and (``admit``) admits it before any work is authorized: the
-    runtime learns a contract from the work.authorized Event it is shown."""
+    """A Mission, and a runtime agent in gateway mode, configured with no Group: the gateway
+    attaches the Mission's Group once the agent is offered work there (or, ``admit``, admitted
+    before any work is authorized). The authority side registers the agent's card; a late
+    joiner learns the contract it is offered from the Events its Context Package cites."""
     rig = await new_mission(mwp_client)
     agent = stepper(rig)
     card_version = await ensure_registered(rig.crew.organization.registry, agent)
@@ -132,12 +80,11 @@ async def served_by_gateway_agent(
         await admit_agent(rig, agent)
     await ensure_namespace(mwp_client.temporal.service_client, AGENTS_NAMESPACE)
     ledger = tmp_path / "agent-ledger"
-    async with gateway_with_artifacts(
-        mwp_client, rig.crew.organization, tmp_path / "tls"
-    ) as reachable:
-        settings = dataclasses.replace(reachable, groups=(rig.mission.group_id,))
-        async with gateway_runtime(agent, settings, temporal_stack.address, ledger) as session:
-            yield Served(rig, agent, session, ledger, settings)
+    async with (
+        gateway_with_artifacts(mwp_client, rig.crew.organization, tmp_path / "tls") as reachable,
+        gateway_runtime(agent, reachable, temporal_stack.address, ledger) as session,
+    ):
+        yield Served(rig, agent, session, ledger, reachable)
 
 
 async def admit_agent(rig: MissionRig, agent: Agent) -> None:
@@ -259,18 +206,59 @@ async def test_a_restarted_runtime_fences_the_old_one_and_finishes_from_its_chec
     assert resumed[0] is None and resumed[-1] is not None
 
 
-async def test_a_configured_group_is_served_once_the_agent_is_admitted(
+async def test_a_group_is_served_from_the_admission_of_a_runtime_started_before_it(
     mwp_client: MwpClient, temporal_stack: BackgroundStack, effects: Path, tmp_path: Path
 ) -> None:
-    """Started before its admission, the runtime's SUBSCRIBE is refused as for a Group that
-    does not exist; it asks again, and serves the Group from its admission on."""
+    """Started before its admission, the runtime receives nothing of the Group; admitted,
+    it is attached by the gateway and serves the Group from its admission on."""
     async with served_by_gateway_agent(mwp_client, temporal_stack, tmp_path, admit=False) as served:
         rig, agent = served.rig, served.agent
-        await asyncio.sleep(0.5)  # the first SUBSCRIBE is refused meanwhile
+        await asyncio.sleep(0.5)  # not a member yet: nothing is delivered meanwhile
         await admit_agent(rig, agent)
         item = await rig.authorize("Write the summary")
         await rig.offer(item, agent.identity)
         await reached(rig, item, "submitted")
+
+
+async def test_a_dropped_connection_is_reconnected_and_the_work_finishes_from_its_checkpoint(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack, effects: Path, tmp_path: Path
+) -> None:
+    """The gateway's side of the socket is cut mid-run: the runtime reconnects by itself, its
+    new HELLO opens a new Session (the Group revokes the old lease), and the work finishes
+    from the latest checkpoint under the new Session."""
+    (effects / "hold").touch()
+    rig = await new_mission(mwp_client)
+    agent = stepper(rig)
+    await ensure_registered(rig.crew.organization.registry, agent)
+    await ensure_namespace(mwp_client.temporal.service_client, AGENTS_NAMESPACE)
+    async with (
+        agent_gateway(mwp_client, rig.crew.organization, tmp_path / "tls") as (gateway, settings),
+        gateway_runtime(agent, settings, temporal_stack.address, tmp_path / "ledger") as first,
+    ):
+        item = await rig.authorize("Write the long report")
+        await rig.offer(item, agent.identity)
+
+        async def checkpointed() -> bool:
+            return any(
+                e["kind"] == "work.progressed" and "checkpointRef" in e["payload"]
+                for e in await rig.mission.events_this_run()
+            )
+
+        await eventually(checkpointed, timeout=30)
+        [connection] = gateway.open_connections
+        connection.websocket.transport.abort()  # the network drops it
+
+        async def reconnected() -> bool:
+            return any(c is not connection for c in gateway.open_connections)
+
+        await eventually(reconnected, timeout=30)
+        (effects / "hold").unlink()
+        await reached(rig, item, "submitted")
+    starts = [e for e in await rig.mission.events_this_run() if e["kind"] == "work.started"]
+    epochs = [s["payload"]["executionLease"]["sessionEpoch"] for s in starts]
+    assert epochs[0] == first.session_epoch and epochs[-1] > first.session_epoch
+    resumed = [r["resumed"] for r in runtime_agent.runs(effects)]
+    assert resumed[0] is None and resumed[-1] is not None
 
 
 def event(sequence: int, cause: str) -> dict[str, Any]:
@@ -310,3 +298,38 @@ def test_receipts_and_the_subscription_are_taken_once_in_group_order() -> None:
     assert taken == [1, 2, 3, 4, 7, 8, 12]
     assert feed.position == 12 and feed.cursor is not None and feed.cursor["sequence"] == 12
     assert not feed.parked
+
+
+def test_mwp_agent_run_says_when_no_gateway_answers(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, temporal_stack: BackgroundStack
+) -> None:
+    """The default mode needs the gateway: none listening is one clear line and status 1."""
+    code = main(
+        [
+            "agent",
+            "run",
+            "tests.integration.tool_agent:agent",
+            "--state-dir",
+            str(tmp_path),
+            "--gateway",
+            f"wss://127.0.0.1:{free_port()}",
+            "--address",
+            temporal_stack.address,
+            "--namespace",
+            AGENTS_NAMESPACE,
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("mwp agent: cannot reach the Group gateway"), err
+
+
+async def test_a_runtime_of_an_unregistered_agent_is_refused_at_its_hello(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack, tmp_path: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    agent = stepper(rig)  # its card was never registered
+    async with gateway_with_artifacts(mwp_client, rig.crew.organization, tmp_path) as settings:
+        with pytest.raises(GatewayUnavailableError, match="mwp registry add-agent"):
+            async with gateway_runtime(agent, settings, temporal_stack.address, tmp_path):
+                pass

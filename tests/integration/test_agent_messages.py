@@ -43,6 +43,7 @@ from mwp.stores.objects import open_store
 from mwp.workers.agent import build_agent_worker, start_scheduler
 from mwp.workflows.patches import AGENT_SEALED_SIGNALS
 from tests.integration import runtime_agent
+from tests.integration.gateway_agents import AGENTS_NAMESPACE
 from tests.integration.missions_helper import eventually, new_mission
 from tests.integration.test_agent_runtime import (
     agent_runtime,
@@ -142,7 +143,7 @@ async def test_forged_replayed_and_malformed_signals_are_refused_and_change_noth
         item = await rig.authorize("Run through the forgeries")
         await rig.offer(item, runtime.identity)
         await eventually(lambda: has_checkpoint(rig, item), timeout=60)
-        handle = mwp_client.temporal.get_workflow_handle(agent_workflow_id(runtime.agent.agent_id))
+        handle = runtime.scheduler
 
         async def caught_up() -> bool:
             queue = (await handle.query(QUERY_QUEUES)).get(group)
@@ -198,9 +199,10 @@ async def test_forged_replayed_and_malformed_signals_are_refused_and_change_noth
         assert status["sessionEpoch"] == session
         preempted = await handle.query(QUERY_PREEMPTION_REQUESTED, args=[group, item.work_item_id])
         assert preempted is False
-        details = await current_details(mwp_client, handle.id)
+        details = await current_details(runtime.agents, handle.id)
         assert f"{expected.total()} signals refused" in details
         argv = ["agent", "status", runtime.agent.agent_id, "--address", temporal_stack.address]
+        argv += ["--namespace", AGENTS_NAMESPACE]
         assert await asyncio.to_thread(main, argv) == 0
         assert f"Refused       {expected.total()} signals (" in capsys.readouterr().out
         # The message under an unknown key made the run ask the worker for the key again.
@@ -279,7 +281,7 @@ async def test_a_run_from_before_sealing_takes_the_upgraded_workers_session_and_
     monkeypatch.setattr(workflow, "patched", patched)
     rig = await new_mission(mwp_client)
     async with agent_runtime(rig) as runtime:
-        handle = mwp_client.temporal.get_workflow_handle(agent_workflow_id(runtime.agent.agent_id))
+        handle = runtime.scheduler
         # The worker's sealed Session reached the old run, which rolled over to one that opens
         # sealed messages; the inboxes fed it from the start, and it serves.
         item = await rig.authorize("Served across the upgrade")

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
@@ -19,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import WorkflowHandle
 
 from mwp.agent import Agent
 from mwp.agent.execution import LATE_RESULT_PREFIX
-from mwp.agent.ledger import ToolLedger
+from mwp.agent.gateway_link import GatewaySettings
 from mwp.agent.signals import SchedulerSignals
 from mwp.cli import main
 from mwp.client import Identity, KeyStore, MwpClient, new_id
@@ -40,14 +42,20 @@ from mwp.dev.stack import BackgroundStack
 from mwp.stores.artifacts import ArtifactStore, content_key
 from mwp.stores.objects import open_store
 from mwp.workers.agent import (
-    build_agent_worker,
     ensure_registered,
     run_agent_worker,
-    scheduler_inboxes,
     start_scheduler,
 )
 from tests.integration import runtime_agent, tool_agent
 from tests.integration.conftest import stack_log_location
+from tests.integration.gateway_agents import (
+    AGENTS_NAMESPACE,
+    address_of,
+    agents_client,
+    gateway_runtime,
+    gateway_with_artifacts,
+    scheduler_of,
+)
 from tests.integration.missions_helper import MissionRig, WorkItemRef, eventually, new_mission
 from tests.integration.test_mission_workflow import current_details
 
@@ -65,10 +73,17 @@ class Runtime:
     agent: Agent
     card_version: int
     session_epoch: int
+    agents: MwpClient  # the agents' namespace, where the AgentWorkflow runs
+    settings: GatewaySettings
+    ledger: Path
 
     @property
     def identity(self) -> Identity:
         return self.agent.identity
+
+    @property
+    def scheduler(self) -> WorkflowHandle[Any, Any]:
+        return scheduler_of(self.agents, self.agent.agent_id)
 
 
 @asynccontextmanager
@@ -82,7 +97,9 @@ async def agent_runtime(
     **options: Any,
 ) -> AsyncIterator[Runtime]:
     """A runtime agent of ``rig``'s Organization (a new stepper unless ``agent`` is given),
-    served in-process: worker, AgentWorkflow and inboxes over the stack's log store."""
+    served in-process as `mwp agent run` serves it: through a real gateway only, its
+    AgentWorkflow in the agents' namespace, no Group log store and no authority namespace.
+    The authority side registers its Agent Card first."""
     client = rig.client
     registry = rig.crew.organization.registry
     if agent is None:
@@ -91,28 +108,18 @@ async def agent_runtime(
         agent = runtime_agent.build(
             agent_id, identity, registry.organization_id, slots=slots, steps=steps
         )
-    agent_id = agent.agent_id
     card_version = await ensure_registered(registry, agent)
-    epoch = await registry.open_session(agent_id)
-    store = open_store(stack_log_location())
-    stop = asyncio.Event()
-    worker = build_agent_worker(
-        client.temporal, agent, ToolLedger(store), runtime=client, card_version=card_version
-    )
-    async with worker:
-        await start_scheduler(
-            client.temporal, agent, card_version, epoch, lease_seconds=lease_seconds, **options
-        )
-        inboxes = scheduler_inboxes(client, registry, agent, store)
-        inboxes.poll_interval = 0.2
-        feeding = asyncio.create_task(inboxes.run(stop))
-        try:
-            yield Runtime(agent, card_version, epoch)
-        finally:
-            stop.set()
-            await feeding
-            handle = client.temporal.get_workflow_handle(agent_workflow_id(agent_id))
-            await handle.terminate("test over")
+    address = address_of(client)
+    agents = await agents_client(address)
+    with tempfile.TemporaryDirectory() as folder:
+        ledger = Path(folder) / "agent-ledger"
+        async with (
+            gateway_with_artifacts(client, rig.crew.organization, Path(folder) / "tls") as settings,
+            gateway_runtime(
+                agent, settings, address, ledger, lease_seconds=lease_seconds, **options
+            ) as session,
+        ):
+            yield Runtime(agent, card_version, session.session_epoch, agents, settings, ledger)
 
 
 async def item_state(rig: MissionRig, item: WorkItemRef) -> str:
@@ -127,9 +134,8 @@ async def wait_for_state(rig: MissionRig, item: WorkItemRef, *states: str) -> No
     await eventually(reached, timeout=60)
 
 
-async def scheduler_status(client: MwpClient, agent: Agent) -> dict[str, Any]:
-    handle = client.temporal.get_workflow_handle(agent_workflow_id(agent.agent_id))
-    status: dict[str, Any] = await handle.query("status")
+async def scheduler_status(runtime: Runtime) -> dict[str, Any]:
+    status: dict[str, Any] = await runtime.scheduler.query("status")
     return status
 
 
@@ -156,7 +162,7 @@ async def test_an_offered_item_is_admitted_accepted_run_under_a_lease_and_submit
         kinds = [e["kind"] for e in await rig.mission.events_this_run()]
         for kind in ("work.offer.accepted", "work.started", "work.progressed", "work.submitted"):
             assert kind in kinds
-        status = await scheduler_status(mwp_client, runtime.agent)
+        status = await scheduler_status(runtime)
         assert [d["decision"] for d in status["decisions"]] == ["admitted", "accepted"]
         assert status["outcomes"][-1]["status"] == "submitted"
         await rig.accept_result(item)
@@ -183,7 +189,7 @@ async def test_preempted_work_checkpoints_re_enters_its_queue_and_resumes_there(
             )
 
         await eventually(held_after_first_checkpoint, timeout=30)
-        handle = mwp_client.temporal.get_workflow_handle(agent_workflow_id(runtime.agent.agent_id))
+        handle = runtime.scheduler
         request = PreemptionRequest(rig.mission.group_id, item.work_item_id)
         await handle.signal(*SchedulerSignals(runtime.identity).signal(request))
         (effects / "hold").unlink()  # the run goes on to its next safe point and stops there
@@ -205,7 +211,7 @@ async def test_preempted_work_checkpoints_re_enters_its_queue_and_resumes_there(
         assert tool_agent.call_count(effects, name) == 1, name
 
 
-async def test_a_rebuilt_scheduler_replays_the_group_logs_into_the_same_queues(
+async def test_a_rebuilt_scheduler_is_fed_its_groups_again_into_the_same_queues(
     mwp_client: MwpClient, effects: Path
 ) -> None:
     rig = await new_mission(mwp_client)
@@ -225,10 +231,10 @@ async def test_a_rebuilt_scheduler_replays_the_group_logs_into_the_same_queues(
         await eventually(one_runs, timeout=60)
         if await item_state(rig, first) == "queued":
             first, second = second, first
-        workflow_id = agent_workflow_id(runtime.agent.agent_id)
+        scheduler = runtime.scheduler
 
         async def caught_up() -> dict[str, Any] | None:
-            queues = await mwp_client.temporal.get_workflow_handle(workflow_id).query("queues")
+            queues = await scheduler.query("queues")
             queue: dict[str, Any] | None = queues.get(rig.mission.group_id)
             sequence = await rig.mission.sequence()
             return queue if queue is not None and queue["cursor"] == sequence else None
@@ -241,10 +247,11 @@ async def test_a_rebuilt_scheduler_replays_the_group_logs_into_the_same_queues(
         before = await caught_up()
         assert before is not None
         assert before["entries"][second.work_item_id][0] == "queued"
-        # The agent's state is lost: the workflow is gone; a new one replays the logs.
-        await mwp_client.temporal.get_workflow_handle(workflow_id).terminate("state lost")
+        # The agent's state is lost: the workflow is gone. A new one holds no Cursor, and the
+        # runtime feeds it again what came through the gateway (its journal, then the rest).
+        await scheduler.terminate("state lost")
         await start_scheduler(
-            mwp_client.temporal,
+            runtime.agents.temporal,
             runtime.agent,
             runtime.card_version,
             runtime.session_epoch,
@@ -258,7 +265,6 @@ async def test_a_rebuilt_scheduler_replays_the_group_logs_into_the_same_queues(
         assert await caught_up() == before
         # A batch read before the rebuild (it continues another Cursor) is ignored: applied
         # on top of this run's queue it would have lost the first item.
-        scheduler = mwp_client.temporal.get_workflow_handle(workflow_id)
         cursors = await scheduler.query("cursors")
         stale = {
             "groupId": rig.mission.group_id,
@@ -292,56 +298,71 @@ async def agent_process(
     agent_id: str | None = None,
 ) -> AsyncIterator[asyncio.subprocess.Process]:
     """`mwp agent run tests.integration.runtime_agent:agent` for ``rig``'s Organization (the
-    same agent, key and state folder on every call in a test), ready to serve; SIGKILLed on
+    same agent, key and ledger folder on every call in a test), through a gateway of the
+    Organization started for it: the process gets the gateway's addresses and CA, the agents'
+    namespace and its own ledger, nothing of the authority zone. Ready to serve; SIGKILLed on
     leaving if still up."""
     registry = rig.crew.organization.registry
-    state = tmp_path / "state"
-    keys = KeyStore.in_state_dir(state)
-    if not keys.exists("registry-service"):
-        keys.save("registry-service", rig.crew.organization.registrar)
     id_file = tmp_path / "agent-id"
     if not id_file.exists():
         id_file.write_text(agent_id or f"urn:mwp:agent:stepper-{uuid.uuid4().hex[:8]}")
+    agent_id = id_file.read_text()
+    keys = KeyStore(tmp_path / "agent-keys")
+    if not keys.exists(runtime_agent.KEY_NAME):
+        keys.save(runtime_agent.KEY_NAME, Identity.generate(Principal("agent", agent_id)))
+    declared = runtime_agent.build(
+        agent_id, keys.load(runtime_agent.KEY_NAME), registry.organization_id
+    )
+    await ensure_registered(registry, declared)  # the authority side registers the card
+    await agents_client(stack.address)
     env = {
-        "MWP_TEST_AGENT_ID": id_file.read_text(),
+        "MWP_TEST_AGENT_ID": agent_id,
         "MWP_TEST_AGENT_ORG": registry.organization_id,
         "MWP_TEST_AGENT_KEY_DIR": str(tmp_path / "agent-keys"),
         "MWP_TEST_TOOL_EFFECTS": str(effects),
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "mwp",
-        "agent",
-        "run",
-        "tests.integration.runtime_agent:agent",
-        "--address",
-        stack.address,
-        "--state-dir",
-        str(state),
-        "--org",
-        registry.organization_id,
-        "--store",
-        stack_log_location(),
-        "--lease-seconds",
-        str(lease_seconds),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, **env},
-    )
-    try:
-        assert process.stdout is not None
-        output = b""
-        while not output.endswith(b"\n") or b"Task queue" not in output:
-            line = await asyncio.wait_for(process.stdout.readline(), 60)
-            if not line:
-                pytest.fail(f"the agent process exited {await process.wait()}: {output!r}")
-            output += line
-        yield process
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+    async with gateway_with_artifacts(rig.client, rig.crew.organization, tmp_path / "tls") as gw:
+        assert gw.ca_file is not None and gw.artifacts_url is not None
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "mwp",
+            "agent",
+            "run",
+            "tests.integration.runtime_agent:agent",
+            "--address",
+            stack.address,
+            "--namespace",
+            AGENTS_NAMESPACE,
+            "--state-dir",
+            str(tmp_path / "no-state"),
+            "--store",
+            str(tmp_path / "agent-ledger"),
+            "--gateway",
+            gw.url,
+            "--gateway-ca",
+            str(gw.ca_file),
+            "--gateway-artifacts",
+            gw.artifacts_url,
+            "--lease-seconds",
+            str(lease_seconds),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env={**os.environ, **env},
+        )
+        try:
+            assert process.stdout is not None
+            output = b""
+            while not output.endswith(b"\n") or b"Task queue" not in output:
+                line = await asyncio.wait_for(process.stdout.readline(), 60)
+                if not line:
+                    pytest.fail(f"the agent process exited {await process.wait()}: {output!r}")
+                output += line
+            yield process
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
 
 
 async def has_checkpoint(rig: MissionRig, item: WorkItemRef) -> bool:
@@ -454,19 +475,20 @@ async def test_retries_stay_within_the_contract_and_a_permanent_failure_records_
         await rig.offer(broken, runtime.identity)
         await wait_for_state(rig, flaky, "submitted")
         await wait_for_state(rig, broken, "failed")
-        status = await scheduler_status(mwp_client, runtime.agent)
+        status = await scheduler_status(runtime)
+        failed = await rig.mission.work_item(broken.work_item_id)
+        [evidence_id] = failed["failure"]["failureEvidenceIds"]
+        digest = evidence_id.rsplit(":", 1)[-1]
+        # The failure's record is the agent's own (its ledger folder), named by its digest.
+        record = open_store(str(runtime.ledger)).get(f"failure-evidence/{digest}.json")
     # TRANSIENT_TOOL_FAILURE is retryable in the contract: a second attempt in the same run,
     # whose repeated op ID is answered by the ledger (one call, one effect).
     assert tool_agent.call_count(effects, f"{flaky.work_item_id}#prepare") == 1
     assert len(tool_agent.effect_keys(effects, f"{flaky.work_item_id}#prepare")) == 1
     # Any other failure is permanent: work.failed with Evidence, under the current lease.
-    failed = await rig.mission.work_item(broken.work_item_id)
     failure = failed["failure"]
     assert failure["failureCode"] == "CAPABILITY_ERROR"
     assert "cannot be parsed" in failure["reason"]
-    [evidence_id] = failure["failureEvidenceIds"]
-    digest = evidence_id.rsplit(":", 1)[-1]
-    record = open_store(stack_log_location()).get(f"failure-evidence/{digest}.json")
     assert record is not None and b"cannot be parsed" in record
     outcomes = {o["workItemId"]: o["status"] for o in status["outcomes"]}
     assert outcomes == {flaky.work_item_id: "submitted", broken.work_item_id: "failed"}
@@ -534,17 +556,17 @@ async def test_groups_weighted_1_2_4_and_a_flooding_group_get_their_weighted_sha
                 items[item.work_item_id] = rig
 
         async def all_queued() -> bool:
-            return (await scheduler_status(mwp_client, runtime.agent))["queued"] == len(items)
+            return (await scheduler_status(runtime))["queued"] == len(items)
 
         await eventually(all_queued, timeout=120)
         (effects / "hold").unlink()
 
         async def all_done() -> bool:
-            outcomes = (await scheduler_status(mwp_client, runtime.agent))["outcomes"]
+            outcomes = (await scheduler_status(runtime))["outcomes"]
             return len(outcomes) == len(items) + 1
 
         await eventually(all_done, timeout=300)
-        outcomes = (await scheduler_status(mwp_client, runtime.agent))["outcomes"]
+        outcomes = (await scheduler_status(runtime))["outcomes"]
 
     assert all(o["status"] == "submitted" for o in outcomes)
     # One slot: completion order is the Scheduler's dispatch order. While all four Groups had
@@ -656,8 +678,8 @@ async def test_a_paused_agent_resuming_after_its_lease_ran_out_keeps_its_late_re
             paused.send_signal(signal.SIGCONT)
         (effects / "hold-submit").unlink()  # it wakes up and submits its finished result
 
-        async def kept() -> list[str]:
-            store = open_store(stack_log_location())
+        async def kept() -> list[str]:  # kept by the agent, in its own ledger folder
+            store = open_store(str(tmp_path / "agent-ledger"))
             return await asyncio.to_thread(store.list_keys, LATE_RESULT_PREFIX)
 
         async def late_result_kept() -> bool:
@@ -666,14 +688,12 @@ async def test_a_paused_agent_resuming_after_its_lease_ran_out_keeps_its_late_re
         await eventually(late_result_kept, timeout=60)
         # (What the AgentWorkflow records for the run depends on whether the pause outlasted
         # the activity's heartbeat timeout, so it is not asserted here.)
-        scheduler = mwp_client.temporal.get_workflow_handle(
-            agent_workflow_id((tmp_path / "agent-id").read_text())
-        )
-        await scheduler.terminate("test over")
+        agents = await agents_client(temporal_stack.address)
+        await scheduler_of(agents, (tmp_path / "agent-id").read_text()).terminate("test over")
     view = await rig.mission.work_item(item.work_item_id)
     assert view["state"] == "active" and "submission" not in view  # never completed by it
     [key] = [k for k in await kept() if item.work_item_id.rsplit(":", 1)[-1] in k]
-    record = json.loads(open_store(stack_log_location()).get(key) or b"{}")
+    record = json.loads(open_store(str(tmp_path / "agent-ledger")).get(key) or b"{}")
     assert record["refusal"]["code"] == "WORK_STALE_OWNERSHIP"
     assert record["command"]["kind"] == "work.submit"
     assert record["ownershipEpoch"] == 1
@@ -721,7 +741,8 @@ async def test_the_scheduler_is_inspected_and_steered_from_the_command_line(
     (effects / "hold").touch()
 
     async def cli(*argv: str) -> tuple[int, str, str]:
-        code = await asyncio.to_thread(main, [*argv, "--address", temporal_stack.address])
+        where = ("--address", temporal_stack.address, "--namespace", AGENTS_NAMESPACE)
+        code = await asyncio.to_thread(main, [*argv, *where])
         out, err = capsys.readouterr()
         return code, out, err
 
@@ -738,7 +759,7 @@ async def test_the_scheduler_is_inspected_and_steered_from_the_command_line(
         code, out, _ = await cli("agent", "status", agent_id)
         assert code == 0 and "1 of 1 running" in out and agent_id in out
         # The Temporal UI shows the same at a glance (the workflow's current details).
-        details = await current_details(mwp_client, agent_workflow_id(agent_id))
+        details = await current_details(runtime.agents, agent_workflow_id(agent_id))
         assert details.startswith("**1 of 1 slots running**") and "1 Groups" in details
         code, _, err = await cli("agent", "preempt", agent_id, group, item.work_item_id)
         assert code == 1 and "no key of" in err  # ./.mwp holds no key of this agent
@@ -751,7 +772,7 @@ async def test_the_scheduler_is_inspected_and_steered_from_the_command_line(
         assert code == 0 and outcomes == ["preempted", "submitted"]
         code, out, _ = await cli("agent", "weight", agent_id, group, "4", "--quota", "1", *state)
         assert code == 0 and "weight 4, at most 1 slots" in out
-        status = await scheduler_status(mwp_client, runtime.agent)
+        status = await scheduler_status(runtime)
         assert status["refusedSignals"]["total"] == 0  # both sealed with the agent's key
         code, _, err = await cli("agent", "weight", agent_id, group, "0", *state)
         assert code == 2 and "WEIGHT" in err
@@ -769,11 +790,11 @@ async def test_the_scheduler_rolls_over_between_runs_and_loses_no_work(
             await rig.offer(item, runtime.identity)
         for item in items:
             await wait_for_state(rig, item, "submitted")
-        handle = mwp_client.temporal.get_workflow_handle(agent_workflow_id(runtime.agent.agent_id))
+        handle = runtime.scheduler
         described = await handle.describe()
         first_run = described.raw_description.workflow_execution_info.first_run_id
         assert described.run_id != first_run  # it continued as new at least once
-        status = await scheduler_status(mwp_client, runtime.agent)
+        status = await scheduler_status(runtime)
     assert status["running"] == 0 and status["queued"] == 0
     # Each item ran once: a rollover neither lost nor repeated a run.
     kinds = [e["kind"] for e in await rig.mission.events_this_run()]

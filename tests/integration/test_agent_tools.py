@@ -169,6 +169,7 @@ async def agent_process(
         "agent",
         "run",
         "tests.integration.tool_agent:agent",
+        "--direct",  # the operators' mode: the runtime registers its card itself
         "--address",
         stack.address,
         "--state-dir",
@@ -282,7 +283,14 @@ def test_mwp_agent_run_without_an_organization_says_how_to_name_one(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     code = main(
-        ["agent", "run", "tests.integration.tool_agent:agent", "--state-dir", str(tmp_path)]
+        [
+            "agent",
+            "run",
+            "tests.integration.tool_agent:agent",
+            "--direct",
+            "--state-dir",
+            str(tmp_path),
+        ]
     )
     assert code == 1
     assert "pass --org or run `mwp registry init`" in capsys.readouterr().err

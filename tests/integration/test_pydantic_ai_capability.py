@@ -103,9 +103,10 @@ async def authorize_and_offer(rig: MissionRig, runtime: Runtime, inputs: list[st
         "agentCardVersion": runtime.card_version,
         "selectionBasis": selection_basis(in_seconds(60), CAPABILITY),
     }
+    package = await rig.mission.offer_context_package(rig.crew.coordinator, item.work_item_id)
     result = await rig.coordinate(
         "work.offer",
-        {"candidates": [candidate], "expiresAt": in_seconds(3600), "contextPackageId": new_id()},
+        {"candidates": [candidate], "expiresAt": in_seconds(3600), "contextPackage": package},
         work_item_id=item.work_item_id,
     )
     event_of(result, "work.offer.created")
@@ -129,6 +130,12 @@ async def test_a_pydantic_ai_capability_summarizes_its_inputs_to_verified(
     async with agent_runtime(rig, agent=agent) as runtime:
         item = await authorize_and_offer(rig, runtime, inputs)
         await wait_for_state(rig, item, "submitted")
+        # The tool ledger is the agent's own (its folder, outside the authority zone).
+        ledger = Ledger(open_store(str(runtime.ledger)), rig.mission.mission_id, item.work_item_id)
+        first_request = await ledger.result("summarize:model:1")
+        calls = tool_calls(first_request)
+        reads = [await ledger.result(f"summarize:tool:1:{call}") for call in calls]
+        answer = await ledger.result("summarize:model:2")
     await rig.accept_result(item)
     view = await rig.mission.work_item(item.work_item_id)
     assert view["state"] == "verified"
@@ -155,10 +162,7 @@ async def test_a_pydantic_ai_capability_summarizes_its_inputs_to_verified(
     kinds = [e["kind"] for e in events]
     assert kinds.count("work.started") == 1 and kinds.count("work.failed") == 0
     assert model.asked == 3
-    ledger = Ledger(store, rig.mission.mission_id, item.work_item_id)
-    calls = tool_calls(await ledger.result("summarize:model:1"))
-    assert [await ledger.result(f"summarize:tool:1:{call}") for call in calls] == texts
-    answer = await ledger.result("summarize:model:2")
+    assert reads == texts
     [output] = [p["args"] for p in answer["parts"] if p["part_kind"] == "tool-call"]
     assert example.Summary.model_validate(output) == summary
 

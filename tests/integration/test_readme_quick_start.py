@@ -9,7 +9,6 @@ placeholders are filled in with the IDs the commands before printed.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -23,9 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from mwp.client import new_id
-from mwp.client.missions import in_seconds
-from mwp.dev.scenario import selection_basis
 from mwp.dev.stack import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -163,27 +159,20 @@ def test_the_readme_agent_says_why_it_declines_and_a_second_runtime_refuses_to_s
     assert "urn:mwp:agent:writer is already running" in second.stderr
     assert "--replace" in second.stderr and "Traceback" not in second.stderr
 
-    # An offer pinned at the card version `mwp registry add-agent` made, not the one running.
+    # The runtime serves the card the Registry holds (`mwp registry add-agent` made v1), read
+    # through the gateway; an offer pinned at another version (a card registered since, that
+    # this runtime does not run) is declined. The writer is new to the Group: the offer
+    # carries its signed Context Package.
+    assert "Agent Card version 1" in agent_log.read_text()
     shell.run('mwp mission create --owner ada --coordinator planner --objective "Ship it"')
     shell.run('mwp mission authorize <mission> --as planner --goal "Write the notes"')
-    offer = {
-        "candidates": [
-            {
-                "agentId": "urn:mwp:agent:writer",
-                "agentCardVersion": 1,
-                "selectionBasis": selection_basis(in_seconds(60)),
-            }
-        ],
-        "expiresAt": in_seconds(600),
-        "contextPackageId": new_id(),
-    }
-    shell.run(
-        "mwp mission send <mission> work.offer --as planner --work-item <item> "
-        f"--payload {shlex.quote(json.dumps(offer))}"
+    offered = shell.run(
+        "mwp mission offer <mission> <item> --as planner --to writer --card-version 2"
     )
+    assert "(Agent Card v2)" in offered and "context_package_published" in offered
     short = shell.ids["item"].rsplit(":", 1)[-1][:8]
     wait_for(agent_log, f"writer: declined work item {short}", agent)
-    assert "the offer pins Agent Card v1; this runtime serves v2" in agent_log.read_text()
+    assert "the offer pins Agent Card v2; this runtime serves v1" in agent_log.read_text()
 
     # --replace takes over: the running one sees its Session replaced, says so, and stops.
     shell.run("mwp agent run examples.writer:agent --replace &")

@@ -106,6 +106,9 @@ class GroupQueue:
     def apply(self, event: Json) -> Change | None:
         """Apply one accepted Event of this Group; a redelivered one (at or before the Cursor)
         changes nothing, so at-least-once delivery and replay give the same queue."""
+        if event.get("cited"):
+            self._cited(event)
+            return None
         sequence = int(event["sequence"])
         if sequence <= self.cursor:
             return None
@@ -120,6 +123,23 @@ class GroupQueue:
         entry = self.entries.get(item_id)
         after = entry.phase if entry else None
         return Change(item_id, before, after) if (before, after) != (None, None) else None
+
+    def _cited(self, event: Json) -> None:
+        """An Event from before this Agent's visibility start that a Context Package of an
+        offer cites (its inbox retrieved it): the item's terms, or where its last owner
+        checkpointed. It moves no Cursor and no queue entry; only the gateway inbox sends
+        such Events (``"cited": true``), so no earlier history holds one."""
+        item_id, payload = event.get("workItemId"), event["payload"]
+        if item_id is None:
+            return
+        if event["kind"] == "work.authorized":
+            self.terms.setdefault(item_id, Terms.from_contract(payload["workItem"]["contract"]))
+        elif event["kind"] == "work.contract.revised":
+            self.terms[item_id] = Terms.from_contract(payload["contract"])
+        elif event["kind"] in ("work.progressed", "work.checkpointed") and payload.get(
+            "checkpointRef"
+        ):
+            self.checkpoints[item_id] = payload["checkpointRef"]
 
     def _authorized(self, item_id: str, payload: Json, _: Json) -> None:
         self.terms[item_id] = Terms.from_contract(payload["workItem"]["contract"])

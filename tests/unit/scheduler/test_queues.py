@@ -135,3 +135,27 @@ def test_blocked_work_frees_its_slot_and_unblocked_work_returns() -> None:
     assert world.sched.queue("g1").entries["a"].phase is Phase.QUEUED
     world.feed("g1", log.submitted("b"))
     assert world.sched.next_start().context.work_item_id == "a"  # type: ignore[union-attr]
+
+
+def test_a_cited_event_gives_an_item_its_terms_and_checkpoint_and_moves_no_cursor() -> None:
+    """A member offered an item authorized before its admission never had the item's
+    work.authorized delivered: its inbox retrieves the Events the offer's Context Package cites
+    and hands them over marked ``cited``, behind the Cursor. They give the item its terms and
+    latest checkpoint, so the offer is admitted; uncited, the offer is ignored."""
+    world = World()
+    log = world.group("g1")
+    authorized = log.authorized("w", contract())
+    checkpoint = log.progressed("w", "ck-9")  # the last owner's
+    for _ in range(3):
+        world.feed("g1", log.result_accepted("other"))  # the agent's view starts here
+    offer = log.offered("w")
+    world.feed("g1", offer)
+    queue = world.sched.queue("g1")
+    assert "w" not in queue.entries  # no terms: the offer cannot be admitted
+    cursor = queue.cursor
+    for cited in (authorized, checkpoint):
+        world.feed("g1", {**cited, "cited": True})
+    assert queue.cursor == cursor and "w" in queue.terms
+    world.feed("g1", log.offered("w"))  # the offer, delivered after its cited Events
+    entry = queue.entries["w"]
+    assert entry.phase is Phase.OFFERED and entry.checkpoint_ref == "ck-9"

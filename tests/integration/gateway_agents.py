@@ -1,0 +1,116 @@
+"""Agents as `mwp agent run` serves them by default, for the integration tests: through a real
+gateway of the test's Organization (TLS 1.3, in this process), in the agents' namespace of the
+session's dev server, with only the gateway's addresses, its CA and the agent's own ledger
+folder: no Group log store, no authority namespace."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+from temporalio.service import RPCError
+
+from mwp.agent import Agent
+from mwp.agent.gateway_link import GatewaySettings
+from mwp.client import MwpClient, connect
+from mwp.contracts.agent import agent_workflow_id
+from mwp.dev.stack import ensure_namespace
+from mwp.gateway.server import Gateway
+from mwp.gateway.tls import development_certificates
+from mwp.workers.agent import AgentSession, run_agent_worker
+from tests.integration.conftest import Organization
+from tests.integration.test_gateway import running_gateway
+from tests.integration.test_gateway_subscribe import OPTIONS
+
+AGENTS_NAMESPACE = "mwp-agents-test"
+
+
+def address_of(client: MwpClient) -> str:
+    """The Temporal address ``client`` is connected to (the session's dev server)."""
+    return str(client.temporal.service_client.config.target_host)
+
+
+@asynccontextmanager
+async def agent_gateway(
+    client: MwpClient, organization: Organization, folder: Path
+) -> AsyncIterator[tuple[Gateway, GatewaySettings]]:
+    """A real gateway (WebSocket and Artifact listeners) of ``organization``, and the settings
+    an agent needs to reach it: its two addresses and its CA, nothing else."""
+    async with running_gateway(
+        client, organization, folder, options=OPTIONS, artifact_port=0
+    ) as running:
+        address = running.gateway.artifact_address
+        assert address is not None
+        settings = GatewaySettings(
+            running.uri,
+            development_certificates(folder).ca_cert,  # the CA the gateway was given
+            artifacts_url=f"https://127.0.0.1:{address[1]}",
+        )
+        yield running.gateway, settings
+
+
+@asynccontextmanager
+async def gateway_with_artifacts(
+    client: MwpClient, organization: Organization, folder: Path
+) -> AsyncIterator[GatewaySettings]:
+    """:func:`agent_gateway`'s settings."""
+    async with agent_gateway(client, organization, folder) as (_, settings):
+        yield settings
+
+
+async def agents_client(address: str) -> MwpClient:
+    """A client of the agents' namespace (created once on the dev server)."""
+    client = await connect(address, AGENTS_NAMESPACE)
+    await ensure_namespace(client.temporal.service_client, AGENTS_NAMESPACE)
+    return client
+
+
+def scheduler_of(agents: MwpClient, agent_id: str) -> WorkflowHandle[Any, Any]:
+    """The agent's AgentWorkflow, in the agents' namespace."""
+    return agents.temporal.get_workflow_handle(agent_workflow_id(agent_id))
+
+
+@asynccontextmanager
+async def gateway_runtime(
+    agent: Agent,
+    settings: GatewaySettings,
+    address: str,
+    ledger: Path,
+    **scheduler_options: Any,
+) -> AsyncIterator[AgentSession]:
+    """``run_agent_worker`` in gateway mode, in the agents' namespace, until the block ends;
+    the AgentWorkflow is terminated afterwards."""
+    stop = asyncio.Event()
+    ready: asyncio.Future[AgentSession] = asyncio.get_running_loop().create_future()
+    scheduler_options.setdefault("lease_seconds", 6)
+    running = asyncio.create_task(
+        run_agent_worker(
+            agent,
+            address=address,
+            namespace=AGENTS_NAMESPACE,
+            state_dir=ledger / "no-state",  # never read in gateway mode
+            tool_store=str(ledger),
+            gateway=settings,
+            scheduler_options=scheduler_options,
+            on_ready=ready.set_result,
+            stop=stop,
+            report=lambda line: None,
+        )
+    )
+    try:
+        async with asyncio.timeout(30):
+            done, _ = await asyncio.wait({running, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if running in done:
+            running.result()  # raises what stopped it
+        yield ready.result()
+    finally:
+        stop.set()
+        await running
+        agents = await connect(address, AGENTS_NAMESPACE)
+        with contextlib.suppress(RPCError):  # a later runtime of the agent ended it already
+            await scheduler_of(agents, agent.agent_id).terminate("test over")
