@@ -1,18 +1,22 @@
-"""The agent worker process: one Agent's tools as activities on the agent's own task queue.
+"""The agent worker process: one Agent's runtime on the agent's own task queue.
 
-``mwp agent run MODULE:ATTR`` (or :func:`run_agent_worker`) imports the Agent declaration,
-makes sure the Organization's registry holds its current Agent Card (registering a new card
-version when the key, capabilities or concurrency changed), opens a new Session (its Session
-Epoch fences every older session of the agent), and runs a Temporal Worker on
-``mwp-agent/<agent id>`` hosting the ``run_tool`` activity over a :class:`ToolLedger`. It
-stops cleanly on SIGINT or SIGTERM.
+``mwp agent run MODULE:ATTR`` (or :func:`run_agent_worker`) imports the Agent declaration and
+runs a Temporal Worker on ``mwp-agent/<agent id>`` hosting its AgentWorkflow (the Worker
+Scheduler) and its capability and tool activities, over a :class:`ToolLedger`; it stops
+cleanly on SIGINT or SIGTERM.
 
-With ``gateway=GatewaySettings(...)`` (experimental) the runtime reaches the authority zone
-only through the Group gateway: its HELLO opens the Session, the gateway subscription feeds
-the AgentWorkflow, Commands, Artifacts and checkpoints go through the gateway, and Temporal
+By default (``gateway=GatewaySettings(...)``) the runtime reaches the authority zone only
+through the Group gateway: its HELLO opens the Session, the standing subscription feeds the
+AgentWorkflow, Commands, Artifacts and checkpoints go through the gateway, and Temporal
 (``address``/``namespace``: the agents' namespace) serves only the agent's own workflow and
-activities. The registry is not read: the agent's card must be registered by the authority
-side beforehand (``mwp registry add-agent``), at the declaration's card version.
+activities. The agent's card must be registered by the authority side beforehand (``mwp
+registry add-agent``); the runtime serves under the version the Registry holds, which it reads
+through the gateway. A dropped connection is reconnected under a new Session.
+
+Without ``gateway`` (``mwp agent run --direct``, the operators' mode) it makes sure the
+Organization's registry holds its current Agent Card (registering a new card version when the
+key, capabilities or concurrency changed), opens a new Session (its Session Epoch fences every
+older session of the agent) and reads the Group logs from the object store.
 """
 
 from __future__ import annotations
@@ -381,7 +385,7 @@ async def _run_through_gateway(
                         if on_ready is not None:
                             on_ready(session)
                             on_ready = None
-                        await _serve_link(client, link, agent, store, stop)
+                        await _serve_link(client, link, agent, store, stop, lines)
                     if link.fatal is not None:
                         session = _ended(session, link.fatal, agent, lines)
                         break
@@ -451,12 +455,19 @@ RECONNECT_MAX_SECONDS = 15.0
 
 
 async def _serve_link(
-    client: MwpClient, link: GatewayLink, agent: Agent, store: ObjectStore, stop: asyncio.Event
+    client: MwpClient,
+    link: GatewayLink,
+    agent: Agent,
+    store: ObjectStore,
+    stop: asyncio.Event,
+    lines: Callable[[str], None],
 ) -> None:
     """Feed the AgentWorkflow from ``link`` until ``stop`` is set or the link closes."""
     inboxes = gateway_inboxes(client.temporal, link, agent, store)
     ended = asyncio.Event()
     feeding = asyncio.create_task(inboxes.run(ended))
+    watch = RuntimeWatch(client.temporal, None, agent.agent_id, link.session_epoch, lines)
+    watching = asyncio.create_task(watch.run(ended))  # the declines, one line each
     stopping = asyncio.create_task(stop.wait())
     closing = asyncio.create_task(link.closed.wait())
     await asyncio.wait({stopping, closing}, return_when=asyncio.FIRST_COMPLETED)
@@ -464,6 +475,7 @@ async def _serve_link(
     closing.cancel()
     ended.set()
     await feeding
+    await watching
 
 
 def _open_store(location: str) -> ObjectStore:

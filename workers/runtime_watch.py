@@ -63,12 +63,14 @@ def replaced_line(name: str, epoch: int, current: int) -> str:
 
 class RuntimeWatch:
     """Polls the Scheduler's status and the Registry's Session Epochs until ``stop`` is set;
-    sets it itself when this runtime's Session is superseded (``replaced_by`` says by which)."""
+    sets it itself when this runtime's Session is superseded (``replaced_by`` says by which).
+    Without a ``registry`` (through the gateway, which tells the runtime itself when it is
+    fenced) it reports the Scheduler's declines only."""
 
     def __init__(
         self,
         temporal: _Temporal,
-        registry: _Registry,
+        registry: _Registry | None,
         agent_id: str,
         session_epoch: int,
         report: Callable[[str], None],
@@ -93,7 +95,9 @@ class RuntimeWatch:
                 await asyncio.wait_for(stop.wait(), self.interval)
 
     async def _look(self, stop: asyncio.Event) -> None:
-        current = (await self.registry.session_epochs()).get(self.agent_id, 0)
+        current = 0
+        if self.registry is not None:
+            current = (await self.registry.session_epochs()).get(self.agent_id, 0)
         if current > self.session_epoch:
             self.replaced_by = current
             self.report(replaced_line(agent_name(self.agent_id), self.session_epoch, current))

@@ -264,13 +264,13 @@ async def test_forged_replayed_unknown_and_revoked_hellos_are_refused(
 async def test_a_newer_session_fences_the_older_one(gateway: Running, crew: Crew) -> None:
     worker = crew.workers[0]
     async with gateway.client() as first, gateway.client() as second:
-        await first.hello(worker)
-        await second.hello(worker)  # a second runtime of the same Agent
-        stale = ping_frame()
-        await first.send(stale)
+        fenced = (await first.hello(worker))["sessionEpoch"]
+        current = (await second.hello(worker))["sessionEpoch"]  # a second runtime of the Agent
+        # Told at once, before it sends anything: its session is fenced, by which epoch.
         error = error_of(await first.receive())
         assert error["code"] == "AUTH_STALE_SESSION" and error["fatal"] is True
-        assert error["relatedFrameId"] == stale["frameId"]
+        assert error["details"] == {"currentSessionEpoch": current} and current > fenced
+        assert "relatedFrameId" not in error
         # The fenced session is gone: only a new HELLO continues on that connection.
         assert (await refused(first.ping()))["code"] == "AUTH_REQUIRED"
         await second.ping()
@@ -281,7 +281,9 @@ async def test_a_newer_session_fences_the_older_one(gateway: Running, crew: Crew
         assert (await refused(second.ping()))["code"] == "AUTH_STALE_SESSION"
 
 
-async def test_the_session_lasts_while_its_agent_pings_and_expires_after(mwp_client: MwpClient, crew: Crew, tmp_path: Path) -> None:
+async def test_the_session_lasts_while_its_agent_pings_and_expires_after(
+    mwp_client: MwpClient, crew: Crew, tmp_path: Path
+) -> None:
     short = HelloPolicy(session_seconds=1)
     async with (
         running_gateway(mwp_client, crew.organization, tmp_path, short) as running,
