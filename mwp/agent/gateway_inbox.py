@@ -175,11 +175,12 @@ class GatewayInboxes:
         loop = asyncio.get_running_loop()
         checked = loop.time()
         while not stop.is_set() and not self.link.closed.is_set():
+            # Only the wait is bounded: a frame being taken is never cut off (taking one may
+            # read the journal or retrieve a Context Package's cited Events).
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(0.5):
-                    await self._take(await self._frames.get())
-                    while not self._frames.empty():
-                        await self._take(self._frames.get_nowait())
+                await self._take(await asyncio.wait_for(self._frames.get(), 0.5))
+            while not self._frames.empty():
+                await self._take(self._frames.get_nowait())
             try:
                 await self._flush()
                 if loop.time() - checked >= self.resync_seconds:
