@@ -53,21 +53,27 @@ from typing import Any
 
 from benchmarks.group_commands import CpuMeter, versions
 from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Progress, Submission
+from mwp.agent.gateway_inbox import JOURNAL_PREFIX
+from mwp.agent.gateway_link import GatewaySettings
 from mwp.agent.ledger import ToolLedger
-from mwp.client import Identity, MwpClient, OrganizationRegistryClient, new_id
+from mwp.client import Identity, MwpClient, OrganizationRegistryClient, connect, new_id
 from mwp.client.missions import MissionClient, MissionHandle, in_seconds
 from mwp.contracts.agent import agent_workflow_id
 from mwp.contracts.messages import group_authority
 from mwp.core.log.cursor import Cursor
 from mwp.core.trust.registry import Principal, RegistryEvidence
 from mwp.dev.scenario import CAPABILITY, definition_of_done, selection_basis, work_contract
-from mwp.dev.stack import DevStack, free_port, stack_config
+from mwp.dev.stack import DevStack, ensure_namespace, free_port, stack_config
+from mwp.gateway.authority import TemporalAuthority
+from mwp.gateway.server import Gateway
+from mwp.gateway.tls import certificate_hash_of_file, development_certificates, server_context
 from mwp.log.delivery import subscribe
 from mwp.log.keys import AuthorityKeyring, provision_group_authority
 from mwp.stores.objects import ObjectStore, open_store
 from mwp.workers.agent import (
     build_agent_worker,
     ensure_registered,
+    run_agent_worker,
     scheduler_inboxes,
     start_scheduler,
 )
@@ -181,6 +187,84 @@ async def agent_runtime(
                 await handle.terminate("benchmark over")
 
 
+AGENTS_NAMESPACE = "mwp-agents"
+
+
+@asynccontextmanager
+async def gateway_of(
+    client: MwpClient, registrar: Identity, log_location: str, folder: Path
+) -> AsyncIterator[GatewaySettings]:
+    """The Organization's Group gateway, in this process as `mwp dev` runs it beside the
+    authority worker (the mirror's hints reach it in process); what an agent is given."""
+    paths = development_certificates(folder)
+    authority = TemporalAuthority(client, ORGANIZATION, registrar, open_store(log_location))
+    gateway = Gateway(
+        authority,
+        server_context(paths.server_cert, paths.server_key),
+        certificate_hash_of_file(paths.server_cert),
+    )
+    async with gateway.listening("127.0.0.1", 0, artifact_port=0) as server:
+        port = server.sockets[0].getsockname()[1]
+        assert gateway.artifact_address is not None
+        yield GatewaySettings(
+            f"wss://127.0.0.1:{port}",
+            paths.ca_cert,
+            f"https://127.0.0.1:{gateway.artifact_address[1]}",
+        )
+
+
+@asynccontextmanager
+async def gateway_agent_runtime(
+    address: str,
+    registry: OrganizationRegistryClient,
+    agent: Agent,
+    settings: GatewaySettings,
+    folder: Path,
+    *,
+    lease_seconds: int,
+) -> AsyncIterator[Agent]:
+    """``agent`` served as ``mwp agent run`` serves it by default: through the gateway only,
+    in the agents' namespace, with its own folder (its ledger and journal); the authority
+    side registered its Agent Card first."""
+    await ensure_registered(registry, agent)
+    stop = asyncio.Event()
+    ready = asyncio.Event()
+    running = asyncio.create_task(
+        run_agent_worker(
+            agent,
+            address=address,
+            namespace=AGENTS_NAMESPACE,
+            tool_store=str(folder),
+            gateway=settings,
+            scheduler_options={"lease_seconds": lease_seconds},
+            on_ready=lambda _: ready.set(),
+            stop=stop,
+            report=lambda _: None,
+        )
+    )
+    waiting = asyncio.create_task(ready.wait())
+    await asyncio.wait({running, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    if running.done():
+        running.result()  # raises what stopped it
+    try:
+        yield agent
+    finally:
+        stop.set()
+        await running
+
+
+def journaled(folder: Path) -> int:
+    """Events the agent received through the gateway: each one taken is journaled once."""
+    store = open_store(str(folder))
+    count, after = 0, None
+    while True:
+        keys = store.list_keys(JOURNAL_PREFIX, after=after)
+        count += len(keys)
+        if len(keys) < 1000:
+            return count
+        after = keys[-1]
+
+
 # --- the Coordinator's side ------------------------------------------------------------------
 
 
@@ -258,7 +342,10 @@ class Coordinator:
                     {"agentId": item.agent_id, "selectionBasis": selection_basis(in_seconds(60))}
                 ],
                 "expiresAt": in_seconds(3600),
-                "contextPackageId": new_id(),
+                # The agent is new to the Group: the offer carries its signed Context Package.
+                "contextPackage": await mission.handle.offer_context_package(
+                    self.identity, item.work_item_id
+                ),
             }
             command = self._command(mission, "work.offer", payload, item.work_item_id)
             item.offered_at = time.time()
@@ -464,6 +551,11 @@ def report(args: argparse.Namespace, outcome: Outcome, out: Callable[[str], None
         for name, count in history.outcomes.items():
             outcomes[name] = outcomes.get(name, 0) + count
     out(f"Scheduler decisions {decisions}; run outcomes {outcomes}")
+    refused: dict[str, int] = {}
+    for history in outcome.schedulers.values():
+        for name, count in history.refused.items():
+            refused[name] = refused.get(name, 0) + count
+    out(f"Scheduler signals refused {refused or 'none'}")
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -491,6 +583,7 @@ class SchedulerHistory:
     workflow_tasks: int = 0
     decisions: dict[str, int] = field(default_factory=dict)  # admitted, accepted, declined...
     outcomes: dict[str, int] = field(default_factory=dict)  # run outcomes: submitted, ...
+    refused: dict[str, int] = field(default_factory=dict)  # signals refused, by reason
 
 
 async def scheduler_history(client: MwpClient, agent_id: str) -> SchedulerHistory:
@@ -520,6 +613,7 @@ async def scheduler_history(client: MwpClient, agent_id: str) -> SchedulerHistor
                 seen.decisions[name] = seen.decisions.get(name, 0) + 1
             for record in status["outcomes"]:
                 seen.outcomes[record["status"]] = seen.outcomes.get(record["status"], 0) + 1
+            seen.refused = dict(status["refusedSignals"]["counts"])
             return seen
         run_id = previous
 
@@ -576,20 +670,42 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
         ]
         inbox_stats: dict[str, InboxStats] = {}
         histories: dict[str, SchedulerHistory] = {}
+        folders = {a.agent_id: state_dir / f"agent-{n}" for n, a in enumerate(agents)}
+        schedulers = client  # where the AgentWorkflows run
         async with AsyncExitStack() as runtimes:
-            for agent in agents:
-                await runtimes.enter_async_context(
-                    agent_runtime(
-                        client,
-                        registry,
-                        agent,
-                        config.log_location,
-                        lease_seconds=args.lease_seconds,
-                        inbox_poll=args.inbox_poll,
-                        stats=inbox_stats.setdefault(agent.agent_id, InboxStats()),
+            if args.direct:
+                for agent in agents:
+                    await runtimes.enter_async_context(
+                        agent_runtime(
+                            client,
+                            registry,
+                            agent,
+                            config.log_location,
+                            lease_seconds=args.lease_seconds,
+                            inbox_poll=args.inbox_poll,
+                            stats=inbox_stats.setdefault(agent.agent_id, InboxStats()),
+                        )
                     )
+            else:
+                await ensure_namespace(client.temporal.service_client, AGENTS_NAMESPACE)
+                schedulers = await connect(stack.address, AGENTS_NAMESPACE)
+                settings = await runtimes.enter_async_context(
+                    gateway_of(client, registrar, config.log_location, state_dir / "gateway-tls")
                 )
-            out(f"{len(agents)} agent runtimes serving, {args.slots} slots each")
+                for agent in agents:
+                    inbox_stats[agent.agent_id] = InboxStats()
+                    await runtimes.enter_async_context(
+                        gateway_agent_runtime(
+                            stack.address,
+                            registry,
+                            agent,
+                            settings,
+                            folders[agent.agent_id],
+                            lease_seconds=args.lease_seconds,
+                        )
+                    )
+            path = "the store's logs (--direct)" if args.direct else "the gateway"
+            out(f"{len(agents)} agent runtimes serving through {path}, {args.slots} slots each")
 
             missions_client = MissionClient(client, ORGANIZATION)
 
@@ -649,7 +765,7 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
                 complete = True
             except TimeoutError:
                 out(f"TIMEOUT: {coordinator.tally.verified}/{total} verified in {args.timeout} s")
-                for line in await describe_stuck(client, missions, agents):
+                for line in await describe_stuck(schedulers, missions, agents):
                     out(line)
             finally:
                 seconds = time.perf_counter() - started
@@ -660,7 +776,10 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
                 await asyncio.gather(ticker, *followers, return_exceptions=True)
             for agent in agents:
                 with contextlib.suppress(Exception):
-                    histories[agent.agent_id] = await scheduler_history(client, agent.agent_id)
+                    histories[agent.agent_id] = await scheduler_history(schedulers, agent.agent_id)
+                if not args.direct:
+                    received = await asyncio.to_thread(journaled, folders[agent.agent_id])
+                    inbox_stats[agent.agent_id].delivered = received
             out("stopping the agent runtimes and the stack")
     items = [item for m in missions for item in m.items]
     verified = [item for item in items if item.verified_at]
@@ -694,6 +813,11 @@ def main() -> None:
         "--coordinator-poll", type=float, default=0.2, help="Coordinator's log poll interval, s"
     )
     parser.add_argument("--lease-seconds", type=int, default=60, help="Execution Lease length")
+    parser.add_argument(
+        "--direct",
+        action="store_true",
+        help="agents read the store's Group logs (`mwp agent run --direct`), not the gateway",
+    )
     parser.add_argument("--progress-every", type=float, default=5.0, help="progress line, s")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     parser.add_argument("--keep", type=Path, help="state folder to keep (default: a temp one)")

@@ -62,10 +62,10 @@ from mwp.client import Identity, MwpClient, new_id, utc_now
 from mwp.client.missions import (
     MissionClient,
     MissionHandle,
-    group_authority,
     in_seconds,
     workflow_not_ready,
 )
+from mwp.contracts.messages import group_authority
 from mwp.contracts.mission import UPDATE_COMMAND
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.trust.registry import Principal
