@@ -1,0 +1,92 @@
+"""The gateway inbox takes every frame it was given, however long taking one takes: taking an
+offer may retrieve its Context Package's cited Events over HTTPS, and taking a Group's first
+Event reads its journal. The link here is an in-memory stand-in for the connection (what the
+inbox calls of it); the frames are what the gateway sends."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from mwp.agent.gateway_inbox import GatewayInboxes, read_journal
+from mwp.agent.gateway_views import GroupViews
+from mwp.core.models.websocket_frame import EventFrame
+from mwp.gateway.frames import Incoming
+from mwp.stores.objects import open_store
+
+AGENT = "urn:mwp:agent:slow-reader"
+GROUP = "urn:mwp:group:g"
+MISSION = "urn:mwp:mission:m"
+ITEM = "urn:mwp:work-item:w"
+# Longer than the inbox's wait for its next frame.
+SLOW_SECONDS = 0.8
+
+
+class SlowLink:
+    """What the inbox uses of a GatewayLink; retrieving cited Events takes SLOW_SECONDS."""
+
+    def __init__(self) -> None:
+        self.listener: Any = None
+        self.closed = asyncio.Event()
+        self.own_actions: dict[str, None] = {}
+        self.views: dict[str, GroupViews] = {}
+        self.acked: list[int] = []
+
+    def group(self, group_id: str) -> GroupViews:
+        return self.views.setdefault(group_id, GroupViews(group_id, AGENT))
+
+    async def subscribe(self, groups: list[dict[str, Any]]) -> str:
+        return "urn:uuid:subscription"
+
+    async def learn_offered(self, group_id: str, event: dict[str, Any]) -> list[Any]:
+        if event["kind"] == "work.offer.created":
+            await asyncio.sleep(SLOW_SECONDS)  # an HTTPS round trip under load
+        return []
+
+    async def ack(self, group_id: str, sequence: int) -> None:
+        self.acked.append(sequence)
+
+
+def event(sequence: int, kind: str, payload: dict[str, Any]) -> Incoming:
+    body = {
+        "eventId": f"urn:uuid:event-{sequence}",
+        "groupId": GROUP,
+        "sequence": sequence,
+        "kind": kind,
+        "workItemId": ITEM,
+        "payload": payload,
+        "signature": {"keyId": "urn:mwp:key:authority", "value": "sig"},
+    }
+    # Unvalidated (the inbox reads the frame's value, not its model): no real signature here.
+    return Incoming(EventFrame.model_construct(), {"event": body})  # type: ignore[call-arg]
+
+
+async def test_a_frame_taking_longer_than_the_wait_is_not_lost(tmp_path: Path) -> None:
+    link = SlowLink()
+    journal = open_store(str(tmp_path))
+    batches: list[dict[str, Any]] = []
+
+    async def cursors() -> dict[str, Any]:
+        return {}
+
+    async def deliver(batch: dict[str, Any]) -> None:
+        batches.append(batch)
+
+    inboxes = GatewayInboxes(link, cursors, deliver, agent_id=AGENT, journal=journal)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    running = asyncio.create_task(inboxes.run(stop))
+    await asyncio.sleep(0.1)
+    contract = {"goal": "g", "contractVersion": 1, "acceptanceCriteria": []}
+    authorized = {"workItem": {"missionId": MISSION, "workItemId": ITEM, "contract": contract}}
+    offers = {"offers": [{"agentId": AGENT, "offerId": "urn:uuid:o"}], "withdrawnOfferIds": []}
+    link.listener(event(1, "work.authorized", authorized))
+    link.listener(event(2, "work.offer.created", offers))
+    link.listener(event(3, "work.offer.created", offers))
+    await asyncio.sleep(3 * SLOW_SECONDS + 1.0)
+    stop.set()
+    await running
+    signalled = [e["sequence"] for b in batches for e in b["events"]]
+    assert signalled == [1, 2, 3]
+    assert [e["sequence"] for e in read_journal(journal, GROUP)] == [1, 2, 3]
+    assert link.acked and link.acked[-1] == 3
