@@ -49,6 +49,7 @@ from tests.integration.test_agent_runtime import (
     agent_runtime,
     effects,
     has_checkpoint,
+    settled_runs,
     wait_for_state,
 )
 from tests.integration.test_mission_workflow import current_details
@@ -220,7 +221,7 @@ async def test_forged_replayed_and_malformed_signals_are_refused_and_change_noth
         second = await rig.authorize("After the forgeries")
         await rig.offer(second, runtime.identity)
         await wait_for_state(rig, second, "submitted")
-        status = await handle.query(QUERY_STATUS)
+        status = await settled_runs(runtime, 2)
         assert [o["status"] for o in status["outcomes"]] == ["submitted", "submitted"]
         assert status["refusedSignals"]["total"] == expected.total()
 

@@ -139,6 +139,17 @@ async def scheduler_status(runtime: Runtime) -> dict[str, Any]:
     return status
 
 
+async def settled_runs(runtime: Runtime, count: int) -> dict[str, Any]:
+    """The Scheduler's status once ``count`` runs have an outcome: a run's outcome is recorded
+    when the answer to its last Command came back, which follows the Group's Event."""
+
+    async def settled() -> bool:
+        return len((await scheduler_status(runtime))["outcomes"]) >= count
+
+    await eventually(settled, timeout=30)
+    return await scheduler_status(runtime)
+
+
 async def test_an_offered_item_is_admitted_accepted_run_under_a_lease_and_submitted(
     mwp_client: MwpClient, effects: Path
 ) -> None:
@@ -162,7 +173,7 @@ async def test_an_offered_item_is_admitted_accepted_run_under_a_lease_and_submit
         kinds = [e["kind"] for e in await rig.mission.events_this_run()]
         for kind in ("work.offer.accepted", "work.started", "work.progressed", "work.submitted"):
             assert kind in kinds
-        status = await scheduler_status(runtime)
+        status = await settled_runs(runtime, 1)
         assert [d["decision"] for d in status["decisions"]] == ["admitted", "accepted"]
         assert status["outcomes"][-1]["status"] == "submitted"
         await rig.accept_result(item)
@@ -475,7 +486,7 @@ async def test_retries_stay_within_the_contract_and_a_permanent_failure_records_
         await rig.offer(broken, runtime.identity)
         await wait_for_state(rig, flaky, "submitted")
         await wait_for_state(rig, broken, "failed")
-        status = await scheduler_status(runtime)
+        status = await settled_runs(runtime, 2)
         failed = await rig.mission.work_item(broken.work_item_id)
         [evidence_id] = failed["failure"]["failureEvidenceIds"]
         digest = evidence_id.rsplit(":", 1)[-1]
@@ -767,6 +778,7 @@ async def test_the_scheduler_is_inspected_and_steered_from_the_command_line(
         assert code == 0 and "next checkpoint" in out
         (effects / "hold").unlink()
         await wait_for_state(rig, item, "submitted")
+        await settled_runs(runtime, 2)
         code, out, _ = await cli("agent", "status", agent_id, "--json")
         outcomes = [o["status"] for o in json.loads(out)["outcomes"]]
         assert code == 0 and outcomes == ["preempted", "submitted"]
@@ -794,8 +806,12 @@ async def test_the_scheduler_rolls_over_between_runs_and_loses_no_work(
         described = await handle.describe()
         first_run = described.raw_description.workflow_execution_info.first_run_id
         assert described.run_id != first_run  # it continued as new at least once
-        status = await scheduler_status(runtime)
-    assert status["running"] == 0 and status["queued"] == 0
+
+        async def idle() -> bool:  # the last run's outcome follows the Group's Event
+            status = await scheduler_status(runtime)
+            return bool(status["running"] == 0 and status["queued"] == 0)
+
+        await eventually(idle, timeout=30)
     # Each item ran once: a rollover neither lost nor repeated a run.
     kinds = [e["kind"] for e in await rig.mission.events_this_run()]
     assert kinds.count("work.started") == 4 and kinds.count("work.submitted") == 4
