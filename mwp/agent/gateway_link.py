@@ -1,4 +1,4 @@
-"""The agent runtime's one connection to the Group gateway (experimental gateway mode).
+"""The agent runtime's one connection to the Group gateway (the default mode of `mwp agent run`).
 
 :class:`GatewayLink` opens a TLS 1.3 WebSocket to the gateway, authenticates with the agent's
 key (the HELLO opens the agent's Session: its epoch replaces ``registry.open_session``), and
