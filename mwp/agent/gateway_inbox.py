@@ -255,7 +255,13 @@ class GatewayInboxes:
             )
 
     def _refused(self, wire: Mapping[str, Any]) -> None:
-        if wire.get("code") == ErrorCode.BACKPRESSURE:
+        group = self._groups.get(str(wire.get("groupId")))
+        if wire.get("code") == ErrorCode.PROTOCOL_VIOLATION and group is not None:
+            # An ACK ahead of the subscription (the position moved on with a receipt that
+            # came first): not stored, so it is sent again once the subscription caught up.
+            group.acked = 0
+            log.debug("gateway refused an ACK of %s ahead of its delivery", group.group_id)
+        elif wire.get("code") == ErrorCode.BACKPRESSURE:
             pass  # the window frees as this inbox ACKs what it signalled
         else:
             log.warning("gateway error: %s", dict(wire))
