@@ -13,9 +13,11 @@ list of Groups and learns nothing of a Group it may not see.
 
 The gateway resumes a Group after the agent's stored Cursor, never before it, so what a run
 must know of older Events (a WorkItem's contract, the agent's Membership Epoch) is kept in a
-**journal** in the agent's own store: every Event taken is written there (write-once, by
-Group and sequence) before its position is acknowledged, and a restarted runtime rebuilds its
-:class:`~mwp.agent.gateway_views.GroupViews` from it.
+**journal** in the agent's own store: every Event taken is written there (write-once, one
+object per Group and round, named by the sequences it holds) before its position is
+acknowledged, and a restarted runtime rebuilds its
+:class:`~mwp.agent.gateway_views.GroupViews` from it. Runtimes before the batched journal wrote
+one object per Event; both are read.
 """
 
 from __future__ import annotations
@@ -53,23 +55,30 @@ JOURNAL_PREFIX = "gateway-journal/"
 RESYNC_SECONDS = 5.0
 
 
-def journal_key(group_id: str, sequence: int) -> str:
-    return f"{JOURNAL_PREFIX}{group_segment(group_id)}/{sequence:016d}.json"
+def journal_key(group_id: str, first: int, last: int | None = None) -> str:
+    """One Event's object (``last`` None: as runtimes before batching wrote them) or a round's
+    (its lowest and highest sequence); both sort by their first sequence."""
+    span = f"{first:016d}" if last is None else f"{first:016d}-{last:016d}"
+    return f"{JOURNAL_PREFIX}{group_segment(group_id)}/{span}.json"
 
 
 def read_journal(store: ObjectStore, group_id: str) -> list[Json]:
-    """The Events journaled for ``group_id``, in Group order."""
+    """The Events journaled for ``group_id``, in Group order, each once (a round written again
+    after a crash may overlap an earlier one)."""
     prefix = f"{JOURNAL_PREFIX}{group_segment(group_id)}/"
-    events: list[Json] = []
+    events: dict[int, Json] = {}
     after: str | None = None
     while True:
         keys = store.list_keys(prefix, after=after)
         for key in keys:
             data = store.get(key)
-            if data is not None:
-                events.append(parse_bytes(data))
+            if data is None:
+                continue
+            value = parse_bytes(data)
+            for event in value if isinstance(value, list) else [value]:
+                events.setdefault(int(event["sequence"]), event)
         if len(keys) < 1000:
-            return events
+            return [events[sequence] for sequence in sorted(events)]
         after = keys[-1]
 
 
@@ -249,10 +258,10 @@ class GatewayInboxes:
             group.batch.append(slim(event))
 
     def _write_journal(self, group_id: str, events: list[Json]) -> None:
-        for event in events:
-            self.journal.put_if_absent(
-                journal_key(group_id, int(event["sequence"])), canonicalize(event)
-            )
+        # One durable write per round, not per Event: each write is fsynced.
+        sequences = [int(event["sequence"]) for event in events]
+        key = journal_key(group_id, min(sequences), max(sequences))
+        self.journal.put_if_absent(key, canonicalize(events))
 
     def _refused(self, wire: Mapping[str, Any]) -> None:
         group = self._groups.get(str(wire.get("groupId")))

@@ -9,9 +9,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from mwp.agent.gateway_inbox import GatewayInboxes, read_journal
+from mwp.agent.gateway_inbox import GatewayInboxes, journal_key, read_journal
 from mwp.agent.gateway_views import GroupViews
 from mwp.core.models.websocket_frame import EventFrame
+from mwp.core.wire.jcs import canonicalize
 from mwp.gateway.frames import Incoming
 from mwp.stores.objects import open_store
 
@@ -90,3 +91,19 @@ async def test_a_frame_taking_longer_than_the_wait_is_not_lost(tmp_path: Path) -
     assert signalled == [1, 2, 3]
     assert [e["sequence"] for e in read_journal(journal, GROUP)] == [1, 2, 3]
     assert link.acked and link.acked[-1] == 3
+
+
+def test_the_journal_reads_rounds_and_single_events_in_group_order_each_once(
+    tmp_path: Path,
+) -> None:
+    journal = open_store(str(tmp_path))
+    one = [{"groupId": GROUP, "sequence": n, "kind": "k"} for n in range(1, 8)]
+    # Written one per Event (runtimes before rounds), then as rounds: one with an offer's
+    # cited older Event, one written again after a crash with an Event more.
+    journal.put_if_absent(journal_key(GROUP, 1), canonicalize(one[0]))
+    journal.put_if_absent(journal_key(GROUP, 2, 7), canonicalize([one[6], one[1]]))
+    journal.put_if_absent(journal_key(GROUP, 3, 4), canonicalize(one[2:4]))
+    journal.put_if_absent(journal_key(GROUP, 3, 5), canonicalize(one[2:5]))
+    journal.put_if_absent(journal_key(GROUP, 6), canonicalize(one[5]))
+    assert read_journal(journal, GROUP) == one
+    assert read_journal(journal, "urn:example:group:other") == []
