@@ -103,12 +103,14 @@ from mwp.core.group.api import (
     RULES_ARCHIVE,
     RULES_CONTEXT,
     RULES_DOOR,
+    RULES_LEDGER,
     AuthorityContext,
     ChildSettled,
     Envelope,
     Outcome,
     TimerFired,
 )
+from mwp.core.group.approval import embedded_approval
 from mwp.core.group.archive import GROUP_ARCHIVE_KIND
 from mwp.core.group.artifact import embedded_manifest
 from mwp.core.group.context_package import embedded_context_package
@@ -211,8 +213,12 @@ class MissionWorkflow:
         # A new Worker's offer and a replacement Coordinator name a Context Package the Group
         # published (an offer may carry it, verified here), in every run started after it.
         self._contexts = self._archives and workflow.patched(patches.MISSION_CONTEXT_PACKAGES.id)
+        # Usage records, review records and signed Approvals, in every run started after them.
+        self._ledger = self._contexts and workflow.patched(patches.MISSION_LEDGER.id)
         self._rules = (
-            RULES_CONTEXT
+            RULES_LEDGER
+            if self._ledger
+            else RULES_CONTEXT
             if self._contexts
             else RULES_ARCHIVE
             if self._archives
@@ -573,6 +579,13 @@ class MissionWorkflow:
                 )
                 if package is not None:
                     verify_value(package, PROFILES["context-package"], evidence)
+            if self._ledger:
+                # The Approval mission.approve carries is signed by its approver: verified here.
+                approval = embedded_approval(
+                    verified.document.get("kind", ""), verified.document["payload"]
+                )
+                if approval is not None:
+                    verify_value(approval, PROFILES["approval"], evidence)
         except MwpError as exc:
             raise self._refused(exc, now) from None
         envelope = Envelope(

@@ -106,6 +106,17 @@ MISSION_CONTEXT_PACKAGES = Patch(
     "test_packages_are_published_named_by_offers_and_carried_inline_behind_a_patch",
 )
 
+MISSION_LEDGER = Patch(
+    "mission-ledger",
+    "2026-12-01",
+    "MissionWorkflow",
+    "Commands are decided under the ledger rules (AuthorityContext.rules, RULES_LEDGER): "
+    "resource usage records charged to the WorkItem and its ancestry, review records citing "
+    "Evidence, the signed Approval inside mission.approved",
+    shown_by="tests/integration/test_resource_usage.py::"
+    "test_usage_is_charged_logged_refused_over_budget_and_needs_the_ledger_patch",
+)
+
 # Oldest first.
 PATCHES: tuple[Patch, ...] = (
     MISSION_SEALED_MESSAGES,
@@ -115,4 +126,5 @@ PATCHES: tuple[Patch, ...] = (
     WORK_ITEM_ENDS_AS_ITEM,
     MISSION_ARCHIVES,
     MISSION_CONTEXT_PACKAGES,
+    MISSION_LEDGER,
 )

@@ -21,6 +21,16 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NoReturn, Protocol, runtime_checkable
 
 from mwp.agent.progress import Progress
+from mwp.core.group.resource_usage import ResourceUsage
+
+__all__ = [
+    "Blocked",
+    "CapabilityContext",
+    "CapabilityFailure",
+    "CapabilityStopped",
+    "Preempted",
+    "ResourceUsage",
+]
 
 
 class CapabilityStopped(Exception):  # noqa: N818 (a control-flow signal)
@@ -127,4 +137,11 @@ class CapabilityContext(Protocol):
 
     async def block(self, resolution: str, *, progress: Progress | None = None) -> NoReturn:
         """Record ``work.block`` with the required resolution; raises :class:`Blocked`."""
+        ...
+
+    async def record_usage(self, usage: ResourceUsage) -> Mapping[str, Any]:
+        """Charge what the run consumed to the WorkItem and its budget ancestry
+        (``resource_usage_record``); returns the recorded Event's payload: ``cumulative``
+        usage and what ``remaining`` the item may still consume. One dimension over a budget
+        refuses the whole record with ``MwpError`` ``BUDGET_EXCEEDED`` (nothing is charged)."""
         ...

@@ -56,6 +56,7 @@ from mwp.agent.progress import (
 from mwp.client import utc_now
 from mwp.contracts.agent import ExecutionOrder, ExecutionOutcome
 from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.group.resource_usage import RECORD_KIND, RECORDED_KIND, ResourceUsage
 from mwp.core.idempotency import tool_key
 from mwp.core.log.event_log import group_segment
 from mwp.core.wire.jcs import canonicalize
@@ -608,3 +609,17 @@ class _LeasedContext(WorkItemFacts):
         with _lease_lost_when_fenced():
             await r._send_locked(command)
         raise Blocked(resolution)
+
+    async def record_usage(self, usage: ResourceUsage) -> Mapping[str, Any]:
+        r = self._run
+        payload = {
+            "ownershipEpoch": r.order.ownership_epoch,
+            "leaseId": r.require_lease(),
+            "delta": usage.delta(),
+        }
+        with _lease_lost_when_fenced():
+            receipt = await r._send_locked(OwnerCommand(RECORD_KIND, r.order.work_item_id, payload))
+        recorded: Mapping[str, Any] = next(
+            e for e in receipt["events"] if e["kind"] == RECORDED_KIND
+        )["payload"]
+        return recorded

@@ -47,6 +47,9 @@ from mwp.core.group.api import Receipt
 from mwp.core.group.clock import plus_seconds
 from mwp.core.group.ids import derive_id, event_id
 from mwp.core.group.policy import EXECUTION_LEASE_SECONDS
+from mwp.core.group.resource_usage import RECORD_KIND as USAGE_RECORD
+from mwp.core.group.resource_usage import RECORDED_KIND as USAGE_RECORDED
+from mwp.core.group.resource_usage import charge_work_item
 from mwp.core.wire.jcs import canonicalize, sha256_ref
 from mwp.stores.artifacts import ArtifactStore
 from mwp.stores.objects import ObjectStore
@@ -329,6 +332,18 @@ def _evolve_failed(view: Json, event: Json) -> None:
     _released(view, "failed", event)
 
 
+def _usage_recorded(group: LocalGroup, payload: Json, now: str) -> Json:
+    usage = group.view.get("resourceUsage", {}).get("cumulative", {})
+    line = charge_work_item(usage, group.view["contract"]["budget"], payload["delta"])
+    return {**copy.deepcopy(payload), **line}
+
+
+def _evolve_usage(view: Json, event: Json) -> None:
+    # As the Group's view shows it; the local Group knows no ancestry beyond the contract.
+    p = event["payload"]
+    view["resourceUsage"] = {"cumulative": p["cumulative"], "remaining": p["remaining"]}
+
+
 _KINDS: dict[str, _Kind] = {
     "work.start": _Kind("queued", "work.started", False, _started, _evolve_started),
     LEASE_RENEW: _Kind("active", "work.progressed", True, _renewed, _evolve_progressed),
@@ -338,6 +353,7 @@ _KINDS: dict[str, _Kind] = {
     # The owner may also give up queued or blocked work (no lease to name then).
     WORK_FAIL: _Kind(("queued", "active", "blocked"), "work.failed", True, _failed, _evolve_failed),
     "artifact.publish": _Kind("active", "artifact.published", True, _as_sent, _unchanged),
+    USAGE_RECORD: _Kind("active", USAGE_RECORDED, True, _usage_recorded, _evolve_usage),
 }
 
 

@@ -326,7 +326,11 @@ async def _decide_submission(args: argparse.Namespace, kind: str, extra: dict[st
         raise shared.MissionCliError(f"the Mission is {view.get('state')}, not awaiting approval")
     payload: dict[str, Any] = {"missionRevision": submission["missionRevision"], **extra}
     if kind == "mission.approve":
-        payload["artifactHashes"] = submission["artifactHashes"]
+        from mwp.client.review import approve_payload, signed_approval
+
+        # The Command carries the Approval itself, signed by the approver (spec 7.3).
+        comments = payload.pop("comments", "")
+        payload = approve_payload(signed_approval(view, identity, comments=comments))
     result = await mission.send(identity, kind, payload)
     shared.print_result(result)
     return 0

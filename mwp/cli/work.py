@@ -3,7 +3,7 @@
     mwp mission authorize MISSION --as planner --goal "Write the report" [--criterion TEXT ...]
     mwp mission authorize MISSION --as planner --contract item.toml
     mwp mission offer MISSION ITEM --as planner --to writer
-    mwp mission review MISSION ITEM --as planner (--accept | --reject --reason TEXT)
+    mwp mission review MISSION ITEM --as planner (--accept | --reject --reason TEXT [--failed C])
     mwp mission submit MISSION --as planner [--summary TEXT]
     mwp mission wait MISSION ITEM [--for submitted]
     mwp mission artifact MISSION HASH [--output FILE]
@@ -92,6 +92,14 @@ def register(actions: Any, common: argparse.ArgumentParser) -> None:
     verdict.add_argument("--accept", action="store_true", help="work.accept_result")
     verdict.add_argument("--reject", action="store_true", help="work.fail with --reason")
     review.add_argument("--reason", help="why the result is rejected")
+    review.add_argument(
+        "--failed",
+        action="append",
+        default=[],
+        metavar="CRITERION",
+        help="an acceptance criterion the result fails (repeatable; default: those whose "
+        "submitted Evidence did not pass)",
+    )
     review.add_argument("--comments", help="review comments when accepting")
     review.set_defaults(handler=shared.handler(_review))
 
@@ -331,6 +339,8 @@ def _version(text: str) -> tuple[int, ...]:
 
 
 async def _review(args: argparse.Namespace) -> int:
+    from mwp.client.review import rejection_payload, review_record
+
     if args.reject and not args.reason:
         raise shared.MissionCliError("--reject needs --reason (it is recorded in work.failed)")
     coordinator = shared.signer(args.state_dir, args.actor)
@@ -344,14 +354,15 @@ async def _review(args: argparse.Namespace) -> int:
         return 0
     if item.get("state") != "submitted" or not submission:
         raise shared.MissionCliError(f"the WorkItem is {item.get('state')}, not submitted")
-    kind, payload = "work.accept_result", {"comments": args.comments or "Evidence reviewed."}
+    # The verdict is a review record citing, per criterion, the Evidence submitted for it.
+    kind = "work.accept_result"
+    payload: dict[str, Any] = {
+        "comments": args.comments or "Evidence reviewed.",
+        "review": review_record(item),
+    }
     if args.reject:
-        evidence = submission.get("evidenceIds") or [
-            e["evidenceId"] for e in submission["evidence"]
-        ]
         kind = "work.fail"
-        payload = {"reason": args.reason, "failureEvidenceIds": evidence}
-        payload["failureCode"] = "RESULT_REJECTED"
+        payload = rejection_payload(item, args.reason, _failed_criteria(args, item))
     result = await mission.send(
         coordinator,
         kind,
@@ -363,6 +374,28 @@ async def _review(args: argparse.Namespace) -> int:
     if args.reject:
         print(f"Rejected: offer it again with `mwp mission offer {args.mission} {work_item_id}`")
     return 0
+
+
+def _failed_criteria(args: argparse.Namespace, item: Mapping[str, Any]) -> dict[str, str]:
+    """Criterion -> review result for a rejection: ``--failed``, else the criteria whose
+    submitted Evidence did not pass."""
+    known = [c["criterionId"] for c in item.get("contract", {}).get("acceptanceCriteria", [])]
+    unknown = [c for c in args.failed if c not in known]
+    if unknown:
+        raise shared.MissionCliError(
+            f"no acceptance criterion {', '.join(unknown)} (the contract has {', '.join(known)})"
+        )
+    failed = dict.fromkeys(args.failed, "failed")
+    if not failed:
+        for record in item.get("submissionEvidence", []):
+            if record.get("result") in ("failed", "inconclusive"):
+                failed.update(dict.fromkeys(record.get("criterionIds", []), record["result"]))
+    if not failed:
+        raise shared.MissionCliError(
+            "name the criteria the result fails with --failed CRITERION "
+            "(its Evidence reports every one passed)"
+        )
+    return failed
 
 
 def _print_submission(

@@ -33,6 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from mwp.client import ClientError, Identity, MwpClient, new_id
 from mwp.client.context_packages import offer_context_package
 from mwp.client.limits import command_wire, server_limits_as_mwp_errors
+from mwp.client.review import approve_payload, rejection_payload, review_record, signed_approval
 from mwp.contracts.errors import raising_mwp_errors
 from mwp.contracts.messages import group_authority
 from mwp.contracts.mission import (
@@ -52,6 +53,7 @@ from mwp.contracts.work_item import QUERY_WORK_ITEM as QUERY_CHILD_VIEW
 from mwp.contracts.work_item import WORK_ITEM_FAILED, work_item_workflow_id
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.kinds import COORDINATOR_KINDS
+from mwp.core.group.resource_usage import RECORD_KIND, ResourceUsage
 from mwp.core.trust.registry import Principal
 from mwp.core.trust.signed_document import signing_hash
 from mwp.core.wire.values import format_utc
@@ -175,6 +177,63 @@ class MissionHandle:
         published = {a["contentHash"] for a in (await self.view()).get("artifacts", [])}
         return offer_context_package(view, coordinator, published_artifacts=published, **options)
 
+    async def accept_result(
+        self,
+        coordinator: Identity,
+        work_item_id: str,
+        *,
+        session_epoch: int,
+        results: Mapping[str, str] | None = None,
+        comments: str | None = None,
+        review_evidence_ids: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """``work.accept_result`` with a review record citing, per criterion, the Evidence of
+        the item's Submission (``results``: criterion -> result, default ``passed``)."""
+        view = await self.work_item(work_item_id)
+        payload: dict[str, Any] = {"review": review_record(view, results)}
+        if comments:
+            payload["comments"] = comments
+        if review_evidence_ids:
+            payload["reviewEvidenceIds"] = list(review_evidence_ids)
+        return await self.send(
+            coordinator,
+            "work.accept_result",
+            payload,
+            session_epoch=session_epoch,
+            work_item_id=work_item_id,
+        )
+
+    async def reject_result(
+        self,
+        coordinator: Identity,
+        work_item_id: str,
+        *,
+        session_epoch: int,
+        reason: str,
+        results: Mapping[str, str],
+        comments: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Reject the submitted result (``work.fail``; the item is then ``failed``, to be
+        offered again) with a review naming the criteria that did not pass."""
+        view = await self.work_item(work_item_id)
+        return await self.send(
+            coordinator,
+            "work.fail",
+            rejection_payload(view, reason, results, comments),
+            session_epoch=session_epoch,
+            work_item_id=work_item_id,
+        )
+
+    async def approve(
+        self, approver: Identity, *, comments: str = "", conditions: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """``mission.approve`` of the submitted revision and Artifact set, carrying the
+        Approval signed by ``approver`` (the MissionOwner)."""
+        approval = signed_approval(
+            await self.view(), approver, comments=comments, conditions=conditions
+        )
+        return await self.send(approver, "mission.approve", approve_payload(approval))
+
     async def sequence(self) -> int:
         value: int = await self.client.query(self.workflow_id, QUERY_SEQUENCE)
         return value
@@ -187,6 +246,36 @@ class MissionHandle:
 
     def work_item_workflow_id(self, work_item_id: str) -> str:
         return work_item_workflow_id(self.mission_id, work_item_id)
+
+    async def record_usage(
+        self,
+        owner: Identity,
+        work_item_id: str,
+        usage: ResourceUsage,
+        *,
+        session_epoch: int,
+        ownership_epoch: int | None = None,
+        lease_id: str | None = None,
+        action_id: str | None = None,
+    ) -> dict[str, Any]:
+        """``resource_usage_record`` by the WorkItem's owner: charges ``usage`` to the item,
+        its parent WorkItems and the Mission, or refuses it whole (``BUDGET_EXCEEDED``). The
+        Ownership Epoch and Execution Lease default to the item's current ones."""
+        if ownership_epoch is None or lease_id is None:
+            view = await self.work_item(work_item_id)
+            ownership_epoch = ownership_epoch or view.get("ownershipEpoch")
+            lease_id = lease_id or (view.get("executionLease") or {}).get("leaseId")
+        payload: dict[str, Any] = {"ownershipEpoch": ownership_epoch, "delta": usage.delta()}
+        if lease_id is not None:  # none: the item is not active, which the Authority says
+            payload["leaseId"] = lease_id
+        return await self.send(
+            owner,
+            RECORD_KIND,
+            payload,
+            session_epoch=session_epoch,
+            work_item_id=work_item_id,
+            action_id=action_id,
+        )
 
     async def create_child(
         self,

@@ -18,6 +18,7 @@ from typing import Any
 
 from mwp.client import Identity, KeyStore, MwpClient, new_id, utc_now
 from mwp.client.missions import MissionClient, MissionHandle, in_seconds
+from mwp.client.review import approve_payload, review_record, signed_approval
 from mwp.contracts.messages import group_authority
 from mwp.contracts.mission import QUERY_MIRRORED_THROUGH
 from mwp.core.trust.registry import Principal, RegistryEvidence
@@ -149,18 +150,20 @@ async def run_mission_demo(
             },
             item,
         )
+        review = review_record(await mission.work_item(item))  # every criterion's Evidence
         await coordinate(
-            "work.accept_result", {"comments": "Evidence reviewed."}, work_item_id=item
+            "work.accept_result",
+            {"comments": "Evidence reviewed.", "review": review},
+            work_item_id=item,
         )
         artifacts.append(artifact)
         previous = [item]
         out(f"WorkItem verified: {goal}")
 
     submitted = await coordinate("mission.submit_for_approval", {"artifactHashes": artifacts})
-    revision = _event(submitted, "mission.submitted_for_approval")["payload"]["missionRevision"]
-    approved = await mission.send(
-        owner, "mission.approve", {"missionRevision": revision, "artifactHashes": artifacts}
-    )
+    assert _event(submitted, "mission.submitted_for_approval")["payload"]["missionRevision"]
+    approval = signed_approval(await mission.view(), owner, comments="Approved.")
+    approved = await mission.send(owner, "mission.approve", approve_payload(approval))
     events += approved["events"]
 
     out("\nThe Group's Events, in order:")

@@ -23,6 +23,7 @@ import pytest
 from mwp.client import Identity, MwpClient, new_id, utc_now, wire_text
 from mwp.client.context_packages import needs_context_package
 from mwp.client.missions import MissionClient, MissionHandle, in_seconds, resending_until_decided
+from mwp.client.review import approve_payload, review_record, signed_approval
 from mwp.contracts.errors import RemoteMwpError, raising_mwp_errors
 from mwp.contracts.mission import UPDATE_COMMAND
 from mwp.core.errors import ErrorCode
@@ -382,9 +383,22 @@ class MissionRig:
         return await self.send(worker, "work.submit", submission, work_item_id=item.work_item_id)
 
     async def accept_result(self, item: WorkItemRef) -> dict[str, Any]:
+        """Accept the result with a review citing each criterion's submitted Evidence."""
+        review = review_record(await self.mission.work_item(item.work_item_id))
         return await self.coordinate(
-            "work.accept_result", {"comments": "Evidence reviewed."}, work_item_id=item.work_item_id
+            "work.accept_result",
+            {"comments": "Evidence reviewed.", "review": review},
+            work_item_id=item.work_item_id,
         )
+
+    async def approval_payload(self, approver: Identity | None = None) -> dict[str, Any]:
+        """``mission.approve`` of the submitted revision, carrying the signed Approval."""
+        approval = signed_approval(await self.mission.view(), approver or self.crew.owner)
+        return approve_payload(approval)
+
+    async def approve(self, approver: Identity | None = None) -> dict[str, Any]:
+        approver = approver or self.crew.owner
+        return await self.send(approver, "mission.approve", await self.approval_payload(approver))
 
     async def complete(self, item: WorkItemRef, worker: Identity) -> list[dict[str, Any]]:
         """Offer, accept, start, submit and accept the result of ``item``: the Events."""

@@ -77,10 +77,8 @@ async def _approve(rig: MissionRig, owner: Identity) -> dict[str, Any]:
     artifacts = event_of({"events": events}, "work.submitted")["payload"]["submission"]
     hashes = artifacts["artifactHashes"]
     submitted = await rig.coordinate("mission.submit_for_approval", {"artifactHashes": hashes})
-    revision = event_of(submitted, "mission.submitted_for_approval")["payload"]["missionRevision"]
-    return await rig.send(
-        owner, "mission.approve", {"missionRevision": revision, "artifactHashes": hashes}
-    )
+    assert event_of(submitted, "mission.submitted_for_approval")["payload"]["missionRevision"]
+    return await rig.approve(owner)
 
 
 async def test_a_child_mission_runs_in_its_own_group_and_its_approval_verifies_the_parent_item(

@@ -88,10 +88,8 @@ async def test_an_approved_mission_completes_after_answering_retries(
         for h in e["payload"]["submission"]["artifactHashes"]
     ]
     submitted = await rig.coordinate("mission.submit_for_approval", {"artifactHashes": artifact})
-    revision = event_of(submitted, "mission.submitted_for_approval")["payload"]["missionRevision"]
-    approve = await rig.command(
-        rig.crew.owner, "mission.approve", {"missionRevision": revision, "artifactHashes": artifact}
-    )
+    assert event_of(submitted, "mission.submitted_for_approval")["payload"]["missionRevision"]
+    approve = await rig.command(rig.crew.owner, "mission.approve", await rig.approval_payload())
     approved = await rig.mission.send_signed(approve)
     assert not approved["duplicate"]
 

@@ -32,6 +32,7 @@ from tests.integration.missions_helper import (
     raw,
     refused,
 )
+from tests.integration.test_coordinator_handover import handover_package
 
 POST = "message.post"
 
@@ -181,8 +182,11 @@ async def test_a_replaced_coordinator_is_stale(mwp_client: MwpClient) -> None:
     rig = await new_mission(mwp_client, spares=1)
     old, new = rig.crew.coordinator, rig.crew.spares[0]
     before = await rig.mission.view()
+    package = await handover_package(rig, old)  # a replacement is handed one (MWP-MSN-005)
     assigned = await rig.send(
-        rig.crew.owner, "mission.assign_coordinator", {"agentId": new.principal.id}
+        rig.crew.owner,
+        "mission.assign_coordinator",
+        {"agentId": new.principal.id, "contextPackageId": package["contextPackageId"]},
     )
     payload = event_of(assigned, "mission.coordinator.assigned")["payload"]
     assert payload["coordinator"]["agentId"] == new.principal.id

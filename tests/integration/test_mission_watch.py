@@ -100,12 +100,8 @@ async def test_watch_shows_each_transition_in_order_and_ends_when_the_mission_is
         result = await rig.coordinate("mission.submit_for_approval", {"artifactHashes": hashes})
         await watch.expect("mission")  # skips nothing: the next line is the Mission's
         assert watch.lines[-1].endswith("active → awaiting_approval"), watch.lines
-        revision = event_of(result, "mission.submitted_for_approval")["payload"]["missionRevision"]
-        await rig.send(
-            rig.crew.owner,
-            "mission.approve",
-            {"missionRevision": revision, "artifactHashes": hashes},
-        )
+        assert event_of(result, "mission.submitted_for_approval")["payload"]["missionRevision"]
+        await rig.approve()
         await watch.expect("awaiting_approval → approved")
         code, rest, err = await watch.finish()
     assert code == 0, err

@@ -193,13 +193,9 @@ async def run_lifecycle(rig: MissionRig, item: WorkItemRef) -> str:
 
 async def approve(rig: MissionRig, artifact: str) -> None:
     submitted = await rig.coordinate("mission.submit_for_approval", {"artifactHashes": [artifact]})
-    revision = event_of(submitted, "mission.submitted_for_approval")["payload"]["missionRevision"]
+    assert event_of(submitted, "mission.submitted_for_approval")["payload"]["missionRevision"]
     assert (await rig.mission.view())["state"] == "awaiting_approval"
-    await rig.send(
-        rig.crew.owner,
-        "mission.approve",
-        {"missionRevision": revision, "artifactHashes": [artifact]},
-    )
+    await rig.approve()
     assert (await rig.mission.view())["state"] == "approved"
 
 

@@ -33,3 +33,16 @@ def total(budgets: Iterable[dict[str, Any]]) -> dict[str, Decimal]:
         for dimension, amount in allocation(budget).items():
             totals[dimension] += amount
     return totals
+
+
+def number(value: Decimal) -> int | float:
+    """A JSON number of ``value``: an integer when it is whole."""
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def figures(amounts: dict[str, Decimal], currency: str | None = None) -> dict[str, Any]:
+    """Amounts as a budget-shaped JSON object (the currency named with a financial amount)."""
+    doc: dict[str, Any] = {d: number(amounts[d]) for d in DIMENSIONS if d in amounts}
+    if "financialLimit" in doc and currency is not None:
+        doc = {"currency": currency, **doc}
+    return doc

@@ -44,12 +44,15 @@ class Envelope:
 # extensions and core members, override-grant citations, First Admission on the Group path),
 # then Group archival (the ``group_archive`` Command; an archived Group refuses every Command),
 # then Context Packages (the ``context_package_publish`` Command; a new Worker's offer and a
-# replacement Coordinator must name a package the Group published).
+# replacement Coordinator must name a package the Group published), then the ledger (the
+# six-dimensional resource usage ledger, review records citing Evidence, the signed Approval
+# inside ``mission.approved`` and the Mission rules of issue 15 that came with them).
 RULES_0_1_0 = 1
 RULES_DOOR = 2
 RULES_ARCHIVE = 3
 RULES_CONTEXT = 4
-CURRENT_RULES = RULES_CONTEXT
+RULES_LEDGER = 5
+CURRENT_RULES = RULES_LEDGER
 
 
 @dataclass(frozen=True)

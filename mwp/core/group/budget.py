@@ -50,3 +50,46 @@ def check_allocation(state: GroupState, budget: dict[str, Any], work_item_id: st
                 allocated=str(current),
                 requested=str(requested),
             )
+
+
+# --- the ledger of consumption (recorded by resource_usage.py) ------------------------------------
+
+
+def ancestry(state: GroupState, work_item_id: str) -> list[str]:
+    """The WorkItem and its parent WorkItems (spec 9.1 links), nearest first."""
+    chain: list[str] = []
+    current: str | None = work_item_id
+    while current is not None and current not in chain:
+        chain.append(current)
+        record = state.item_record(current)
+        current = record.parent_work_item_id if record is not None else None
+    return chain
+
+
+def left(limits: dict[str, Any], usage: dict[str, Any]) -> dict[str, Decimal]:
+    """What ``limits`` leave after ``usage``, in each dimension they limit."""
+    spent = allocation(usage)
+    return {d: amount(limits[d]) - spent.get(d, Decimal(0)) for d in DIMENSIONS if d in limits}
+
+
+def least(*remainders: dict[str, Decimal]) -> dict[str, Decimal]:
+    """Per dimension, the smallest of the remainders that limit it."""
+    out: dict[str, Decimal] = {}
+    for remainder in remainders:
+        for dimension, value in remainder.items():
+            out[dimension] = min(value, out.get(dimension, value))
+    return {d: out[d] for d in DIMENSIONS if d in out}
+
+
+def item_remaining(state: GroupState, work_item_id: str) -> dict[str, Decimal]:
+    """What the WorkItem may still consume: the least of what its contract, each ancestor's
+    and the Mission's limits leave (a capability token is capped by it, spec 12)."""
+    mission = state.mission
+    assert mission is not None
+    return least(
+        *(
+            left(state.item_budget(i), state.usage.get(i, {}))
+            for i in ancestry(state, work_item_id)
+        ),
+        left(mission.budget, state.mission_usage),
+    )

@@ -12,7 +12,10 @@ Three steps, each decided by one Group Authority:
    Parent Coordinator as child MissionOwner.
 3. When the child settles, the parent records it (:func:`settle_child`): approval verifies the
    parent WorkItem with the child Approval as Evidence and the approved Artifacts as its result;
-   failure or cancellation blocks the item or fails it, as the declared failure policy says.
+   failure or cancellation blocks the item or fails it, as the declared failure policy says
+   (``block``, ``fail``). From the ledger rules on, ``fail_mission`` declares the child
+   indispensable with no alternative: its failure also fails the parent Mission
+   (``mission.terminated``), and with it the parent's other unfinished WorkItems.
 
 Children narrow downward (invariant 11): the child budget may only limit dimensions the parent
 WorkItem's contract limits, each no higher, and its deadline is no later than the parent's. The
@@ -27,7 +30,8 @@ from typing import Any
 
 from mwp.core.errors import ErrorCode
 from mwp.core.group.allocation import DIMENSIONS
-from mwp.core.group.api import AuthorityContext, ChildSettled
+from mwp.core.group.api import RULES_LEDGER, AuthorityContext, ChildSettled
+from mwp.core.group.budget import item_remaining
 from mwp.core.group.clock import instant, reached
 from mwp.core.group.coordinator_lease import (
     assignment,
@@ -60,13 +64,25 @@ from mwp.core.kinds import PROMOTABLE_WORK_STATES
 
 Json = dict[str, Any]
 
-__all__ = ["ABANDONED", "EVOLVERS", "RULES", "child_item", "found_child", "settle_child"]
+__all__ = [
+    "ABANDONED",
+    "EVOLVERS",
+    "FAIL_MISSION",
+    "RULES",
+    "child_item",
+    "found_child",
+    "settle_child",
+]
 
 FAILURE_POLICIES = frozenset({"block", "fail"})
+# From the ledger rules on, a child may be declared indispensable with no alternative: its
+# failure fails the parent WorkItem and then the parent Mission itself (spec 7.1, 14).
+FAIL_MISSION = "fail_mission"
+LEDGER_FAILURE_POLICIES = FAILURE_POLICIES | {FAIL_MISSION}
 # A child's MissionOwner is the Parent Coordinator, an agent: final human Approval is off.
 _CHILD_APPROVAL_POLICY = {"finalHumanApproval": False, "highRiskExecutionApproval": True}
 
-CLAUSES: tuple[str, ...] = ("MWP-MSN-024", "MWP-MSN-026")
+CLAUSES: tuple[str, ...] = ("MWP-AUT-004", "MWP-MSN-002", "MWP-MSN-024", "MWP-MSN-026")
 
 
 # --- 1. mission.create_child in the parent Group ---------------------------------------------
@@ -108,6 +124,8 @@ def _decide_create_child(
         invalid("the child deadline must not be later than the parent WorkItem's or Mission's")
     budget = p.obj("budget")
     _check_budget_subset(budget, item.contract["budget"])
+    if ctx.rules >= RULES_LEDGER:  # what the item (and its ancestry) has already consumed
+        _check_budget_left(budget, item_remaining(state, item.work_item_id))
     policy = p.opt_obj("approvalPolicy") or dict(_CHILD_APPROVAL_POLICY)
     if policy.get("finalHumanApproval") is True:
         # Root-human approval of a child (spec 14, "when risk policy says so") is not
@@ -152,7 +170,11 @@ def _decide_create_child(
     payload: Json = {
         "childMission": child_doc,
         **lease_payload(scratch, lease),
-        "failurePolicy": p.choice("failurePolicy", FAILURE_POLICIES, default="block"),
+        "failurePolicy": p.choice(
+            "failurePolicy",
+            LEDGER_FAILURE_POLICIES if ctx.rules >= RULES_LEDGER else FAILURE_POLICIES,
+            default="block",
+        ),
         "previousState": item.state,
         "withdrawnOfferIds": [o.offer_id for o in item.offers if o.status == "pending"],
     }
@@ -191,6 +213,18 @@ def _check_budget_subset(budget: Json, parent: Mapping[str, Any]) -> None:
             )
     if "financialLimit" in budget and budget.get("currency") != parent.get("currency"):
         invalid("the child budget's currency differs from the parent WorkItem's")
+
+
+def _check_budget_left(budget: Json, remaining: Mapping[str, Decimal]) -> None:
+    for dimension, left in remaining.items():
+        if dimension in budget and Decimal(str(budget[dimension])) > left:
+            reject(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"the child's {dimension} exceeds what the parent WorkItem has left",
+                dimension=dimension,
+                remaining=str(left),
+                requested=str(budget[dimension]),
+            )
 
 
 def _evolve_child_created(state: GroupState, event: Json) -> None:
@@ -267,7 +301,7 @@ def settle_child(state: GroupState, item: WorkItem, report: ChildSettled, drafts
             },
             work_item_id=item.work_item_id,
         )
-    elif link["failurePolicy"] == "fail":
+    elif link["failurePolicy"] in ("fail", FAIL_MISSION):
         drafts.add(
             "work.failed",
             target,
@@ -279,6 +313,9 @@ def settle_child(state: GroupState, item: WorkItem, report: ChildSettled, drafts
             },
             work_item_id=item.work_item_id,
         )
+        # Only a failure propagates: a cancelled child was given up, not lost.
+        if link["failurePolicy"] == FAIL_MISSION and report.state == "failed":
+            _fail_parent_mission(state, item, report, drafts)
     else:
         drafts.add(
             "work.blocked",
@@ -291,6 +328,29 @@ def settle_child(state: GroupState, item: WorkItem, report: ChildSettled, drafts
             },
             work_item_id=item.work_item_id,
         )
+
+
+def _fail_parent_mission(
+    state: GroupState, item: WorkItem, report: ChildSettled, drafts: Drafts
+) -> None:
+    """The declared child-failure propagation (spec 7.1, 10.2): the parent Mission fails, and
+    its failure propagates to its other unfinished WorkItems, each citing the child's terminal
+    Event as its failure Evidence."""
+    why = f": {report.reason}" if report.reason else ""
+    close_drafts(
+        state,
+        drafts,
+        "work.failed",
+        "mission.terminated",
+        f"the indispensable child Mission {report.child_mission_id} failed{why}",
+        evidence_ids=[report.event_id],
+        failed_first=item.work_item_id,
+        extra={
+            "childMissionId": report.child_mission_id,
+            "failurePolicy": FAIL_MISSION,
+            "failureEvidenceIds": [report.event_id],
+        },
+    )
 
 
 def close_for_parent(state: GroupState, drafts: Drafts) -> None:

@@ -13,7 +13,8 @@ its version continues its predecessor's (same scope, version + 1; no predecessor
 From rules ``RULES_CONTEXT`` on, a ``work.offer`` admitting a new Worker and a
 ``mission.assign_coordinator`` must name a published package (``contextPackageId``); an offer
 may instead carry the package itself (``contextPackage``), published by the same transition
-just before the grant.
+just before the grant. A Coordinator's package stayed optional until ``RULES_LEDGER``: from
+then on a replacement Coordinator is refused without a Mission-wide one.
 
 The core cannot check the package's signature (it holds no Registry evidence). The shell does,
 on the object :func:`embedded_context_package` returns, before the Command is decided.
@@ -25,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Final, NoReturn
 
 from mwp.core.errors import ErrorCode
-from mwp.core.group.api import RULES_CONTEXT, AuthorityContext
+from mwp.core.group.api import RULES_CONTEXT, RULES_LEDGER, AuthorityContext
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.ids import event_id
 from mwp.core.group.incoming import Incoming
@@ -230,6 +231,38 @@ def require_published(
             "the Context Package is scoped to another WorkItem",
             member=f"payload.{PACKAGE_ID_MEMBER}",
             agentId=member_id,
+            contextPackageId=package_id,
+        )
+
+
+def require_handover_package(
+    state: GroupState,
+    ctx: AuthorityContext,
+    package_id: str | None,
+    *,
+    agent_id: str,
+    previous_agent_id: str,
+) -> None:
+    """A ``mission.assign_coordinator``'s package: from ``RULES_LEDGER`` on, a replacement
+    (another agent than the lease's holder, live or expired) must be handed a Mission-wide
+    package the Group published (spec 7.2); re-appointing the holder needs none. Under older
+    rules the package is optional and, when named, only has to be published."""
+    if ctx.rules < RULES_LEDGER or agent_id == previous_agent_id:
+        require_published(state, ctx, package_id, member_id=agent_id)
+        return
+    if package_id is None:
+        invalid(
+            "a replacement Coordinator must be handed a Context Package the Group published",
+            member=f"payload.{PACKAGE_ID_MEMBER}",
+            agentId=agent_id,
+            reason="context_package_required",
+        )
+    require_published(state, ctx, package_id, member_id=agent_id)
+    if state.context_packages[package_id].get("workItemId") is not None:
+        invalid(
+            "a replacement Coordinator's Context Package must have Mission scope",
+            member=f"payload.{PACKAGE_ID_MEMBER}",
+            agentId=agent_id,
             contextPackageId=package_id,
         )
 

@@ -14,7 +14,7 @@ from typing import Any
 from mwp.core.errors import ErrorCode
 from mwp.core.group.api import AuthorityContext
 from mwp.core.group.clock import plus_seconds, reached
-from mwp.core.group.context_package import require_published
+from mwp.core.group.context_package import require_handover_package
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.ids import derive_id
 from mwp.core.group.incoming import Incoming
@@ -176,9 +176,11 @@ def _decide_assign(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
     existing = state.memberships.get(agent_id)
     if existing is not None and existing.member["type"] != "agent":
         invalid("the Coordinator must be an agent", agentId=agent_id)
-    # Optional: the MissionOwner cannot generate one (a package's generator is an agent), and
-    # a vanished Coordinator may have published none; a named one must be the Group's.
-    require_published(state, ctx, context_package, member_id=agent_id)
+    # A replacement needs a package the Group holds (a package's generator is an agent, so the
+    # MissionOwner names one the Coordinators published), from the ledger rules on.
+    require_handover_package(
+        state, ctx, context_package, agent_id=agent_id, previous_agent_id=lease.agent_id
+    )
     session = coordinator_session(ctx, agent_id)
     doc = grant(state, {"type": "agent", "id": agent_id}, "coordinator", now=ctx.now, sequence=0)
     if doc is not None:

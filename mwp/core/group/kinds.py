@@ -19,6 +19,7 @@ from mwp.core.group import (
     execution_lease,
     membership,
     mission,
+    resource_usage,
     schedule,
     work_dependency,
     work_item,
@@ -43,6 +44,7 @@ _MODULES = (
     work_dependency,
     archive,
     context_package,
+    resource_usage,
 )
 
 RULES: dict[str, CommandRule] = {rule.kind: rule for m in _MODULES for rule in m.RULES}

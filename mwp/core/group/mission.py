@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from mwp.core.errors import ErrorCode
-from mwp.core.group.api import AuthorityContext
+from mwp.core.group.api import RULES_LEDGER, AuthorityContext
+from mwp.core.group.approval import APPROVAL_MEMBER, signed_mission_approval
 from mwp.core.group.clock import reached
 from mwp.core.group.coordinator_lease import (
     assignment,
@@ -41,6 +42,7 @@ from mwp.core.group.state import (
     GroupState,
     Mission,
     MissionSubmission,
+    WorkItem,
 )
 from mwp.core.kinds import SETTLED_WORK_STATES, UNFINISHED_WORK_STATES
 from mwp.core.models import DocumentInvalid, validate_document
@@ -355,6 +357,22 @@ def _decide_approve(
     state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
 ) -> None:
     approval = _decision(state, cmd, ctx, drafts, "approved")
+    if ctx.rules >= RULES_LEDGER:
+        # The Event carries the approver's signed document, not one the Group wrote.
+        mission = state.mission
+        assert mission is not None and mission.submission is not None
+        for member in ("comments", "conditions"):
+            if cmd.payload.has(member):
+                invalid(
+                    f"payload.{member} belongs inside the signed Approval",
+                    member=f"payload.{member}",
+                )
+        approval = signed_mission_approval(state, cmd, mission, mission.submission)
+    elif cmd.payload.has(APPROVAL_MEMBER):
+        invalid(
+            f"payload.{APPROVAL_MEMBER} is not known to this Group's rules",
+            member=f"payload.{APPROVAL_MEMBER}",
+        )
     drafts.add("mission.approved", ("mission", state.mission_id), {"approval": approval})
 
 
@@ -385,40 +403,103 @@ def _evolve_changes_requested(state: GroupState, event: Json) -> None:
 # --- mission.cancel / mission.terminate ----------------------------------------------------------
 
 
-def _close(cmd: Incoming, state: GroupState, drafts: Drafts, work_kind: str, kind: str) -> None:
+def _close(
+    cmd: Incoming,
+    state: GroupState,
+    ctx: AuthorityContext,
+    drafts: Drafts,
+    work_kind: str,
+    kind: str,
+) -> None:
     mission = state.mission
     assert mission is not None
     if mission.terminal:
         bad_transition("Mission", mission.state, cmd.kind)
-    close_drafts(state, drafts, work_kind, kind, cmd.payload.opt_text("reason") or cmd.kind)
+    reason = cmd.payload.opt_text("reason") or cmd.kind
+    # From the ledger rules on, each WorkItem the termination fails gets its failure Evidence.
+    author = ctx if work_kind == "work.failed" and ctx.rules >= RULES_LEDGER else None
+    close_drafts(state, drafts, work_kind, kind, reason, evidence_by=author)
 
 
-def close_drafts(state: GroupState, drafts: Drafts, work_kind: str, kind: str, reason: str) -> None:
+def close_drafts(
+    state: GroupState,
+    drafts: Drafts,
+    work_kind: str,
+    kind: str,
+    reason: str,
+    *,
+    evidence_by: AuthorityContext | None = None,
+    evidence_ids: list[str] | None = None,
+    failed_first: str | None = None,
+    extra: Json | None = None,
+) -> None:
     """End the Mission; its terminal state propagates to every unfinished WorkItem (spec
-    10.2, last row)."""
+    10.2, last row). With ``evidence_by``, each ``work.failed`` carries a failure Evidence
+    record that context's Group Authority produced; else it cites ``evidence_ids``.
+    ``failed_first`` names an item already failed by an earlier draft of the same decision:
+    it is listed among the closed items but not failed again."""
     mission = state.mission
     assert mission is not None
-    closed = []
+    closed = [] if failed_first is None else [failed_first]
     for item in state.work_items.values():
-        if item.state in UNFINISHED_WORK_STATES:
+        if item.state in UNFINISHED_WORK_STATES and item.work_item_id != failed_first:
             closed.append(item.work_item_id)
             payload: Json = {"reason": reason, "propagatedFrom": mission.mission_id}
             if work_kind == "work.failed":
-                payload["failureEvidenceIds"] = []
+                payload["failureEvidenceIds"] = list(evidence_ids or [])
+                if evidence_by is not None:
+                    record = failure_evidence(state, item, drafts, evidence_by, reason)
+                    payload["failureEvidenceIds"] = [record["evidenceId"]]
+                    payload["failureEvidence"] = [record]
             drafts.add(
                 work_kind, ("work_item", item.work_item_id), payload, work_item_id=item.work_item_id
             )
-    drafts.add(kind, ("mission", mission.mission_id), {"reason": reason, "workItemIds": closed})
+    closing: Json = {"reason": reason, "workItemIds": closed, **(extra or {})}
+    drafts.add(kind, ("mission", mission.mission_id), closing)
+
+
+def failure_evidence(
+    state: GroupState, item: WorkItem, drafts: Drafts, ctx: AuthorityContext, reason: str
+) -> Json:
+    """The ``failure_report`` Evidence (evidence.schema.json) of a WorkItem its Mission's end
+    fails, produced by the Group Authority. It travels unsigned inside the Authority-signed
+    ``work.failed`` Event, like the Event body itself: the pure core holds no key."""
+    mission = state.mission
+    assert mission is not None
+    sequence = drafts.next_sequence  # the work.failed Event's: the ID is derived from it
+    # A submitted result that was never reviewed is what the failure leaves behind.
+    pending = item.submission if item.state == "submitted" else None
+    submitted = pending["artifactHashes"] if pending is not None else []
+    return {
+        "evidenceId": derive_id(state.group_id, "failure-evidence", sequence),
+        "missionId": mission.mission_id,
+        "groupId": state.group_id,
+        "workItemId": item.work_item_id,
+        "type": "failure_report",
+        "subject": {"type": "work_item", "id": item.work_item_id},
+        "criterionIds": [c["criterionId"] for c in item.contract["acceptanceCriteria"]],
+        "method": "The Group Authority recorded that the WorkItem's Mission ended failed "
+        "before the WorkItem was settled; no criterion was verified.",
+        "result": "failed",
+        "details": {
+            "reason": reason,
+            "previousState": item.state,
+            "propagatedFrom": mission.mission_id,
+        },
+        "artifactHashes": sorted(set(submitted)),
+        "generatedBy": ctx.authority.to_json(),
+        "createdAt": ctx.now,
+    }
 
 
 def _decide_cancel(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts) -> None:
-    _close(cmd, state, drafts, "work.cancelled", "mission.cancelled")
+    _close(cmd, state, ctx, drafts, "work.cancelled", "mission.cancelled")
 
 
 def _decide_terminate(
     state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
 ) -> None:
-    _close(cmd, state, drafts, "work.failed", "mission.terminated")
+    _close(cmd, state, ctx, drafts, "work.failed", "mission.terminated")
 
 
 def _closer(final_state: str) -> Any:
@@ -484,7 +565,9 @@ RULES = (
         "mission.approve",
         _decide_approve,
         owner_only,
-        payload=members("missionRevision", "artifactHashes", "comments", "conditions"),
+        payload=members(
+            "missionRevision", "artifactHashes", "comments", "conditions", APPROVAL_MEMBER
+        ),
         clauses=("MWP-EVT-007", "MWP-MSN-002", "MWP-MSN-008"),
     ),
     CommandRule(
@@ -507,7 +590,7 @@ RULES = (
         coordinator_or_service,
         coordinator=by_agent,
         payload=members("reason"),
-        clauses=("MWP-AUT-006", "MWP-EVT-002", "MWP-MSN-002"),
+        clauses=("MWP-AUT-006", "MWP-EVT-002", "MWP-MSN-002", "MWP-WRK-003"),
     ),
 )
 

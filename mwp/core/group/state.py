@@ -685,6 +685,10 @@ class GroupState:
     artifacts: dict[str, Json] = field(default_factory=dict)
     # Published Context Packages by ID: {version, workItemId?, sequence} (context_package.py).
     context_packages: dict[str, Json] = field(default_factory=dict)
+    # Resource usage as its Events recorded it (resource_usage.py): cumulative per WorkItem,
+    # its descendants' included, and the Mission's; budget-shaped JSON objects.
+    usage: dict[str, Json] = field(default_factory=dict)
+    mission_usage: Json = field(default_factory=dict)
     # Derived, not snapshotted: the budget allocated to WorkItems that are not cancelled.
     allocated: dict[str, Decimal] = field(default_factory=dict)
     # Not snapshotted: the full records of items settled since the holder last took them
@@ -731,6 +735,9 @@ class GroupState:
                     {"contextPackageId": k, **v} for k, v in self.context_packages.items()
                 ]
                 or None,
+                "usage": {"mission": self.mission_usage, "workItems": self.usage}
+                if self.mission_usage
+                else None,
             }
         )
 
@@ -765,6 +772,8 @@ class GroupState:
                 p["contextPackageId"]: {k: v for k, v in p.items() if k != "contextPackageId"}
                 for p in data.get("contextPackages", [])
             },
+            usage=dict(data.get("usage", {}).get("workItems", {})),
+            mission_usage=data.get("usage", {}).get("mission", {}),
         )
         budgets = [item.contract["budget"] for item in state.work_items.values()]
         budgets += [item.budget for item in state.settled.values() if item.state != "cancelled"]

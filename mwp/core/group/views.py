@@ -10,8 +10,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from mwp.core.group.allocation import DIMENSIONS
+from mwp.core.group.allocation import DIMENSIONS, figures
 from mwp.core.group.approval import execution_approved, execution_gate
+from mwp.core.group.budget import item_remaining, left
 from mwp.core.group.clock import reached
 from mwp.core.group.coordinator_lease import lease_document
 from mwp.core.group.dependencies import unsatisfied
@@ -39,6 +40,8 @@ MISSION_VIEW_EXTRAS = frozenset(
         "submission",
         "approval",
         "budgetAllocated",
+        "budgetUsed",
+        "budgetRemaining",
         "closingReason",
         "artifacts",
         "archive",
@@ -65,6 +68,7 @@ WORK_ITEM_VIEW_EXTRAS = frozenset(
         "parentWorkItemId",
         "childMission",
         "contractEvents",
+        "resourceUsage",
     }
 )
 
@@ -249,6 +253,13 @@ def work_item_view(state: GroupState, item: WorkItem) -> Json:
         extras["executionLease"] = execution_lease_document(state, item, item.execution_lease, now)
     if item.submission is not None:
         extras["submissionEvidence"] = item.submission["evidence"]
+    usage = state.usage.get(item.work_item_id)
+    if usage is not None:  # absent until usage is recorded, as in views from before the ledger
+        money = usage.get("currency") or item.contract["budget"].get("currency")
+        extras["resourceUsage"] = {
+            "cumulative": usage,
+            "remaining": figures(item_remaining(state, item.work_item_id), money),
+        }
     view.update({k: v for k, v in extras.items() if v is not None})
     return view
 
@@ -315,6 +326,10 @@ def mission_view(state: GroupState) -> Json:
     )
     if mission.archive is not None:  # absent before archival, as in views from before it
         view["archive"] = dict(mission.archive)
+    if state.mission_usage:  # absent until usage is recorded (resource_usage.py)
+        money = state.mission_usage.get("currency") or limits.get("currency")
+        view["budgetUsed"] = state.mission_usage
+        view["budgetRemaining"] = figures(left(limits, state.mission_usage), money)
     return view
 
 

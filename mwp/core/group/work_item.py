@@ -42,6 +42,7 @@ from mwp.core.group.policy import (
     START_WITHIN_SECONDS,
 )
 from mwp.core.group.rejection import bad_transition, forbidden, invalid, reject, revision_conflict
+from mwp.core.group.review import review_members, reviewed
 from mwp.core.group.roles import (
     coordinator_only,
     coordinator_or_owner,
@@ -548,6 +549,9 @@ def _decide_accept_result(
     comments = p.opt_text("comments", max_length=10000)
     if comments is not None:
         payload["comments"] = comments
+    record = reviewed(item, cmd, ctx, "accepted")
+    if record is not None:
+        payload["review"] = record
     drafts.add(
         "work.result.accepted",
         ("work_item", item.work_item_id),
@@ -609,6 +613,12 @@ def _decide_fail(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts
     else:
         forbidden("only the owner or the Coordinator may fail a WorkItem")
     payload["reason"] = p.text("reason")
+    if item.state == "submitted":  # the Coordinator rejecting the result (spec 13.2)
+        record = reviewed(item, cmd, ctx, "rejected")
+        if record is not None:
+            payload["review"] = record
+    elif p.has("review"):
+        invalid("only a submitted result is reviewed", member="payload.review", state=item.state)
     payload["failureEvidenceIds"] = p.id_list("failureEvidenceIds", min_items=1)
     if p.has("failureCode"):
         code = p.raw("failureCode")
@@ -745,7 +755,7 @@ RULES = (
         coordinator_only,
         target=work_item_target,
         coordinator=by_agent,
-        payload=members("reviewEvidenceIds", "comments"),
+        payload=members("reviewEvidenceIds", "comments", **review_members()),
         clauses=(
             "MWP-EVT-002",
             "MWP-FND-017",
@@ -761,7 +771,14 @@ RULES = (
         coordinator_or_working_agent,
         target=work_item_target,
         coordinator=_coordinating_unless_owner,
-        payload=members("reason", "failureEvidenceIds", "failureCode", "ownershipEpoch", "leaseId"),
+        payload=members(
+            "reason",
+            "failureEvidenceIds",
+            "failureCode",
+            "ownershipEpoch",
+            "leaseId",
+            **review_members(),
+        ),
         clauses=("MWP-EVT-002", "MWP-FND-017", "MWP-WRK-003", "MWP-WRK-013"),
     ),
     CommandRule(

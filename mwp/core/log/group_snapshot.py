@@ -485,6 +485,20 @@ def check_state(snapshot: VerifiedSnapshot, data: bytes) -> Json:
 # --- the archive record ---------------------------------------------------------------------
 
 
+def _signed_approval(event: Mapping[str, Any]) -> Json:
+    """For an Event carrying a signed Approval (``mission.approved`` from the ledger rules
+    on): its ID and signature and the signing hash of the Command that carried it."""
+    payload = event.get("payload")
+    approval = payload.get("approval") if isinstance(payload, Mapping) else None
+    if not isinstance(approval, Mapping) or "signature" not in approval:
+        return {}
+    return {
+        "approvalId": approval["approvalId"],
+        "approvalSignature": approval["signature"],
+        "commandHash": event["commandHash"],
+    }
+
+
 @dataclass
 class ArchiveProjection:
     """Decisions, approvals and Artifact references gathered while replaying a Group's log."""
@@ -518,7 +532,11 @@ class ArchiveProjection:
                     "decision": kind,
                     "actor": event["actor"],
                     "occurredAt": event["occurredAt"],
-                    "details": {"eventId": event["eventId"], "sequence": event["sequence"]},
+                    "details": {
+                        "eventId": event["eventId"],
+                        "sequence": event["sequence"],
+                        **_signed_approval(event),
+                    },
                 }
             )
         for artifact in _artifact_hashes(event.get("payload")):

@@ -18,7 +18,6 @@ from tests.unit.group.harness import (
     AUTHORITY,
     COORD,
     GROUP,
-    OWNER,
     W1,
     Harness,
     mission_harness,
@@ -52,10 +51,7 @@ def closed_mission(messages: int = 4) -> list[dict[str, Any]]:
     h.verify("a")
     _post(h, messages)
     h.submit(COORD, "mission.submit_for_approval", {"artifactHashes": [ARTIFACT_A]})
-    revision = int(h.authority.mission_view()["submission"]["missionRevision"])
-    h.submit(
-        OWNER, "mission.approve", {"missionRevision": revision, "artifactHashes": [ARTIFACT_A]}
-    )
+    h.approve()
     return h.events
 
 

@@ -24,7 +24,7 @@ from mwp.agent import (
 from mwp.agent.execution import FENCED_CODES, LeaseLost, load_checkpoint
 from mwp.agent.progress import LEASE_RENEW
 from mwp.client import Identity
-from mwp.core.errors import ErrorCode
+from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.trust.registry import Principal
 from mwp.stores.objects import FolderObjectStore
 from tests.unit.group.harness import contract
@@ -279,3 +279,33 @@ async def test_a_submission_refused_as_fenced_is_kept_as_a_late_result(tmp_path:
     assert outcome.command.kind == "work.submit" and outcome.submission is not None
     assert len(runner.store.list_keys("late-results/")) == 1
     assert runner.work_item["state"] == "active"  # the late submission completed nothing
+
+
+# --- resource usage --------------------------------------------------------------------------
+
+
+async def test_recorded_usage_is_charged_to_the_contract_budget_and_overflow_is_refused(
+    tmp_path: Path,
+) -> None:
+    from mwp.agent.context import ResourceUsage
+
+    answers: list[Any] = []
+
+    async def spend(ctx: CapabilityContext) -> Submission:
+        answers.append(await ctx.record_usage(ResourceUsage(model_tokens=600)))
+        try:  # 600 + 600 passes the contract's 1,000 tokens: nothing is charged
+            await ctx.record_usage(ResourceUsage(model_tokens=600))
+        except MwpError as error:
+            answers.append(error.code)
+        answers.append(await ctx.record_usage(ResourceUsage(model_tokens=400)))
+        return await published(ctx, "spent")
+
+    runner = runner_of(tmp_path, spend)
+    outcome = await runner.run()
+    assert outcome.status == "submitted"
+    first, refused, last = answers
+    assert first["cumulative"] == {"modelTokenLimit": 600}
+    assert first["remaining"] == {"modelTokenLimit": 400}
+    assert refused is ErrorCode.BUDGET_EXCEEDED
+    assert last["cumulative"] == {"modelTokenLimit": 1000}
+    assert runner.work_item["resourceUsage"]["remaining"] == {"modelTokenLimit": 0}

@@ -21,7 +21,8 @@ from mwp.core.group import (
     Outcome,
     TimerFired,
 )
-from mwp.core.group.api import CURRENT_RULES
+from mwp.core.group.api import CURRENT_RULES, RULES_LEDGER
+from mwp.core.group.approval import DEFAULT_POLICY_VERSION
 from mwp.core.group.clock import plus_seconds
 from mwp.core.group.context_package import PUBLISH_KIND as CONTEXT_PACKAGE_PUBLISH
 from mwp.core.group.ids import event_id
@@ -417,6 +418,13 @@ class Harness:
     def packages(self) -> set[str]:
         return set(self.authority._state.context_packages)
 
+    def handover_package(self) -> str:
+        """The Mission-wide CONTEXT_PACKAGE a replacement Coordinator is handed (from
+        ``RULES_LEDGER`` on it needs one), published first if the Group has none yet."""
+        if CONTEXT_PACKAGE not in self.packages():
+            self.publish_context_package()
+        return CONTEXT_PACKAGE
+
     def offer(self, name: str, *workers: Principal, expires_in: int = 600, **extra: Any) -> Outcome:
         """``work.offer``; when a candidate is new to the Group it names CONTEXT_PACKAGE,
         published first (Mission-wide) if the Group has no such package yet."""
@@ -568,8 +576,87 @@ class Harness:
             workItemId=item_id(name),
         )
 
-    def accept_result(self, name: str) -> Outcome:
-        return self.submit(COORD, "work.accept_result", {}, workItemId=item_id(name))
+    def review(self, name: str, results: dict[str, str] | None = None) -> dict[str, Any]:
+        """A review record citing, per acceptance criterion, the Submission's Evidence mapped
+        to it; each criterion ``passed`` unless ``results`` gives it another result."""
+        view = self.view(name)
+        criteria = []
+        for criterion in view["contract"]["acceptanceCriteria"]:
+            cid = criterion["criterionId"]
+            cited = [
+                e["evidenceId"]
+                for e in view.get("submissionEvidence", [])
+                if cid in e["criterionIds"]
+            ]
+            result = (results or {}).get(cid, "passed")
+            criteria.append({"criterionId": cid, "evidenceIds": cited, "result": result})
+        return {"criteria": criteria}
+
+    def review_payload(self, name: str) -> dict[str, Any]:
+        """What ``work.accept_result`` needs under the rules in force."""
+        return {"review": self.review(name)} if self.rules >= RULES_LEDGER else {}
+
+    def accept_result(self, name: str, actor: Principal = COORD) -> Outcome:
+        return self.submit(
+            actor, "work.accept_result", self.review_payload(name), workItemId=item_id(name)
+        )
+
+    def approval(self, approver: Principal = OWNER, **overrides: Any) -> dict[str, Any]:
+        """A schema-valid Approval of the submitted revision and Artifact set by ``approver``
+        (dummy signature: the shell, not the core, verifies it); ``None`` removes a member."""
+        view = self.authority.mission_view()
+        # Outside awaiting_approval: the Mission's revision and the harness's Artifact.
+        submission = view["submission"] or {
+            "missionRevision": view["revision"],
+            "artifactHashes": [ARTIFACT_A],
+        }
+        doc: dict[str, Any] = {
+            "approvalId": f"urn:example:approval:{next(self._ids)}",
+            "kind": "child_mission" if "parent" in view else "mission_final",
+            "decision": "approved",
+            "missionId": view["missionId"],
+            "groupId": self.group_id,
+            "missionRevision": submission["missionRevision"],
+            "artifactHashes": list(submission["artifactHashes"]),
+            "acceptancePolicyVersion": view["approvalPolicy"].get(
+                "policyVersion", DEFAULT_POLICY_VERSION
+            ),
+            "approver": approver.to_json(),
+            "comments": "Approved.",
+            "conditions": [],
+            "occurredAt": self.now,
+        }
+        for member, value in overrides.items():
+            if value is None:
+                doc.pop(member, None)
+            else:
+                doc[member] = value
+        doc["signature"] = {
+            "algorithm": "Ed25519",
+            "keyId": "urn:example:key:" + approver.id.rsplit(":", 1)[-1],
+            "createdAt": doc.get("occurredAt", self.now),
+            "value": SIGNATURE_VALUE,
+        }
+        return doc
+
+    def approve_payload(self, approver: Principal = OWNER) -> dict[str, Any]:
+        """``mission.approve`` of the submitted revision and Artifact set, with the signed
+        Approval the rules in force need."""
+        view = self.authority.mission_view()
+        submission = view["submission"] or {
+            "missionRevision": view["revision"],
+            "artifactHashes": [ARTIFACT_A],
+        }
+        payload: dict[str, Any] = {
+            "missionRevision": submission["missionRevision"],
+            "artifactHashes": list(submission["artifactHashes"]),
+        }
+        if self.rules >= RULES_LEDGER:
+            payload["approval"] = self.approval(approver)
+        return payload
+
+    def approve(self, approver: Principal = OWNER) -> Outcome:
+        return self.submit(approver, "mission.approve", self.approve_payload(approver))
 
     def verify(self, name: str, worker: Principal = W1, **contract_overrides: Any) -> None:
         """authorize -> offer -> accept -> start -> submit -> accept_result."""

@@ -182,7 +182,11 @@ def test_given_provisional_member_when_it_does_more_than_accept_then_membership_
 
 def test_given_replaced_coordinator_when_old_one_coordinates_then_stale_coordinator() -> None:
     h = mission_harness()
-    h.submit(OWNER, "mission.assign_coordinator", {"agentId": COORD2.id})
+    h.submit(
+        OWNER,
+        "mission.assign_coordinator",
+        {"agentId": COORD2.id, "contextPackageId": h.handover_package()},
+    )
     from tests.unit.group.harness import contract
 
     # With its old epoch, and even with the current epoch number it never held.

@@ -108,14 +108,12 @@ class Family:
         c.accept("child-work")
         c.start("child-work")
         c.submit_work("child-work")
-        c.submit(COORD2, "work.accept_result", {}, workItemId=wid)
+        c.accept_result("child-work", COORD2)
         submitted = c.submit(
             COORD2, "mission.submit_for_approval", {"artifactHashes": [ARTIFACT_A]}
         )
-        revision = submitted.events[0]["payload"]["missionRevision"]
-        approved = c.submit(
-            COORD, "mission.approve", {"missionRevision": revision, "artifactHashes": [ARTIFACT_A]}
-        )
+        assert submitted.events[0]["payload"]["missionRevision"]
+        approved = c.approve(COORD)
         (event,) = approved.events
         return event
 

@@ -13,7 +13,7 @@ from mwp.client import Identity
 from mwp.client.context_packages import offer_context_package
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import GroupAuthority, replay
-from mwp.core.group.api import RULES_ARCHIVE, RULES_CONTEXT
+from mwp.core.group.api import RULES_ARCHIVE, RULES_CONTEXT, RULES_LEDGER
 from mwp.core.group.context_package import (
     PUBLISH_KIND,
     PUBLISHED_KIND,
@@ -419,8 +419,8 @@ def test_the_shell_verifies_the_embedded_package_against_registry_evidence() -> 
         embedded_context_package(PUBLISH_KIND, {})
 
 
-def test_rules_context_is_current() -> None:
-    assert Harness().rules == RULES_CONTEXT
+def test_the_harness_decides_under_the_current_rules() -> None:
+    assert Harness().rules == RULES_LEDGER > RULES_CONTEXT
 
 
 def test_a_named_package_is_the_group_s_even_for_members() -> None:

@@ -189,7 +189,11 @@ def test_the_grant_carries_the_current_coordinator_epoch() -> None:
     h.reject(
         ErrorCode.AUTH_STALE_COORDINATOR, COORD, GRANT, grant_payload("root"), coordinatorEpoch=7
     )
-    h.submit(OWNER, "mission.assign_coordinator", {"agentId": COORD2.id})
+    h.submit(
+        OWNER,
+        "mission.assign_coordinator",
+        {"agentId": COORD2.id, "contextPackageId": h.handover_package()},
+    )
     h.reject(
         ErrorCode.AUTH_STALE_COORDINATOR, COORD, GRANT, grant_payload("root"), coordinatorEpoch=1
     )
@@ -474,7 +478,11 @@ def test_a_replaced_coordinator_invalidates_the_grant_a_renewal_does_not() -> No
     grant_id = grant(h)
     h.submit(COORD, "mission.renew_coordinator", {})
     delegated_authorize(h, grant_id, "after-renewal")
-    h.submit(OWNER, "mission.assign_coordinator", {"agentId": COORD2.id})
+    h.submit(
+        OWNER,
+        "mission.assign_coordinator",
+        {"agentId": COORD2.id, "contextPackageId": h.handover_package()},
+    )
     error = refuse_authorize(h, ErrorCode.AUTH_FORBIDDEN, grant_id)
     assert error.details is not None and error.details["reason"] == "coordinator_replaced"
     refuse_offer(h, ErrorCode.AUTH_FORBIDDEN, grant_id)

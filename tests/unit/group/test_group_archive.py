@@ -107,12 +107,7 @@ def test_the_mission_owner_may_archive_an_approved_group_too() -> None:
     h = mission_harness()
     h.drive("a", "verified")
     h.submit(COORD, "mission.submit_for_approval", {"artifactHashes": sorted(h.published())})
-    revision = h.authority.mission_view()["revision"]
-    h.submit(
-        OWNER,
-        "mission.approve",
-        {"missionRevision": revision, "artifactHashes": sorted(h.published())},
-    )
+    h.approve()
     assert h.authority.mission_view()["state"] == "approved"
 
     outcome = h.submit(OWNER, ARCHIVE, {"snapshot": snapshot(h)})

@@ -155,7 +155,11 @@ def test_an_ended_member_readmitted_gets_a_higher_epoch() -> None:
 
 def test_a_replaced_coordinator_who_leaves_is_not_stale() -> None:
     h = mission_harness()
-    h.submit(OWNER, "mission.assign_coordinator", {"agentId": COORD2.id})
+    h.submit(
+        OWNER,
+        "mission.assign_coordinator",
+        {"agentId": COORD2.id, "contextPackageId": h.handover_package()},
+    )
     h.submit(COORD, "membership.end", {"memberId": COORD.id}, coordinatorEpoch=None)
     h.reject(
         ErrorCode.AUTH_STALE_COORDINATOR,

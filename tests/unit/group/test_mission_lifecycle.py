@@ -97,23 +97,18 @@ def test_given_submission_when_owner_approves_exact_revision_and_set_then_approv
     h = _verified_harness()
     revision = _submit_mission(h)
 
+    signed = h.approval(comments="Ship it.")
     outcome = h.submit(
         OWNER,
         "mission.approve",
-        {"missionRevision": revision, "artifactHashes": [ARTIFACT_A], "comments": "Ship it."},
+        {"missionRevision": revision, "artifactHashes": [ARTIFACT_A], "approval": signed},
     )
 
     approval = outcome.events[0]["payload"]["approval"]
     assert approval["decision"] == "approved" and approval["kind"] == "mission_final"
     assert approval["missionRevision"] == revision and approval["approver"] == OWNER.to_json()
-    signed = {**approval, "acceptancePolicyVersion": "1.0.0"}
-    signed["signature"] = {
-        "algorithm": "Ed25519",
-        "keyId": "urn:example:key:olivia",
-        "createdAt": approval["occurredAt"],
-        "value": "c2lnbmF0dXJl",
-    }
-    validate_document("approval.schema.json", signed)
+    assert approval == signed  # the approver's signed document, as sent
+    validate_document("approval.schema.json", approval)
     assert h.authority.mission_view()["state"] == "approved"
     assert h.authority.search_attributes()["MissionState"] == "approved"
 
@@ -125,7 +120,7 @@ def test_given_submission_when_approval_names_another_revision_then_revision_con
         ErrorCode.REVISION_CONFLICT,
         OWNER,
         "mission.approve",
-        {"missionRevision": revision - 1, "artifactHashes": [ARTIFACT_A]},
+        {"missionRevision": revision - 1, "artifactHashes": [ARTIFACT_A], "approval": h.approval()},
     )
     assert (error.expected_revision, error.current_revision) == (revision - 1, revision)
 
@@ -137,7 +132,7 @@ def test_given_submission_when_approval_names_another_artifact_set_then_invalid_
         ErrorCode.INVALID_COMMAND,
         OWNER,
         "mission.approve",
-        {"missionRevision": revision, "artifactHashes": [ARTIFACT_B]},
+        {"missionRevision": revision, "artifactHashes": [ARTIFACT_B], "approval": h.approval()},
     )
 
 
@@ -158,7 +153,7 @@ def test_given_submission_when_owner_requests_changes_then_active_again() -> Non
     h.verify("fix")
     second = _submit_mission(h)
     assert second > revision
-    h.submit(OWNER, "mission.approve", {"missionRevision": second, "artifactHashes": [ARTIFACT_A]})
+    h.approve()
 
 
 def test_request_changes_needs_a_reason() -> None:
@@ -231,9 +226,7 @@ def _mission_in(state: str) -> tuple[Harness, int]:
     if state != "active":
         revision = _submit_mission(h)
     if state == "approved":
-        h.submit(
-            OWNER, "mission.approve", {"missionRevision": revision, "artifactHashes": [ARTIFACT_A]}
-        )
+        h.approve()
     elif state == "cancelled":
         h.submit(OWNER, "mission.cancel", {})
     elif state == "failed":
@@ -241,17 +234,24 @@ def _mission_in(state: str) -> tuple[Harness, int]:
     return h, revision
 
 
-def _mission_command(kind: str, revision: int) -> tuple[Principal, dict[str, Any]]:
+def _mission_command(h: Harness, kind: str, revision: int) -> tuple[Principal, dict[str, Any]]:
     payloads: dict[str, tuple[Principal, dict[str, Any]]] = {
         "mission.submit_for_approval": (COORD, {"artifactHashes": [ARTIFACT_A]}),
-        "mission.approve": (OWNER, {"missionRevision": revision, "artifactHashes": [ARTIFACT_A]}),
+        "mission.approve": (OWNER, h.approve_payload()),
         "mission.request_changes": (OWNER, {"missionRevision": revision, "reason": "More."}),
         "mission.cancel": (OWNER, {}),
         "mission.terminate": (COORD, {"reason": "stop"}),
         "mission.assign_coordinator": (OWNER, {"agentId": COORD2.id}),
         "mission.renew_coordinator": (COORD, {}),
     }
+    if kind == "mission.assign_coordinator" and state_allows(h, kind):
+        # A replacement is handed a Context Package (published while the Mission takes one).
+        return OWNER, {"agentId": COORD2.id, "contextPackageId": h.handover_package()}
     return payloads[kind]
+
+
+def state_allows(h: Harness, kind: str) -> bool:
+    return h.authority.mission_view()["state"] in ALLOWED[kind]
 
 
 @pytest.mark.parametrize("state", MISSION_STATES)
@@ -259,7 +259,7 @@ def _mission_command(kind: str, revision: int) -> tuple[Principal, dict[str, Any
 def test_mission_state_table(state: str, kind: str) -> None:
     h, revision = _mission_in(state)
     assert h.authority.mission_view()["state"] == state
-    actor, payload = _mission_command(kind, revision)
+    actor, payload = _mission_command(h, kind, revision)
     if state in ALLOWED[kind]:
         outcome = h.submit(actor, kind, payload)
         assert outcome.events
@@ -312,7 +312,11 @@ def test_given_a_coordinator_when_owner_assigns_another_then_higher_epoch_and_me
 
 def test_given_service_when_it_assigns_a_coordinator_then_assigned() -> None:
     h = mission_harness()
-    h.submit(SERVICE, "mission.assign_coordinator", {"agentId": COORD2.id})
+    h.submit(
+        SERVICE,
+        "mission.assign_coordinator",
+        {"agentId": COORD2.id, "contextPackageId": h.handover_package()},
+    )
     assert h.authority.mission_view()["coordinator"]["agentId"] == COORD2.id
 
 

@@ -18,6 +18,7 @@ from mwp.core.group import (
 from mwp.core.group.archive import GROUP_ARCHIVE_KIND as ARCHIVE
 from mwp.core.group.clock import plus_seconds
 from mwp.core.group.receipts import receipt_key
+from mwp.core.group.resource_usage import RECORD_KIND as USAGE_RECORD
 from tests.unit.group.harness import (
     ARTIFACT_A,
     COORD,
@@ -139,7 +140,11 @@ def rich_history() -> Harness:
     h.drive("c", "offered")
     h.submit(COORD, "work.cancel", {}, workItemId=item_id("c"))
     h.submit(COORD, "membership.end", {"memberId": W3.id})
-    h.submit(OWNER, "mission.assign_coordinator", {"agentId": COORD2.id})
+    h.submit(
+        OWNER,
+        "mission.assign_coordinator",
+        {"agentId": COORD2.id, "contextPackageId": h.handover_package()},
+    )
     h.submit(
         COORD2, "mission.submit_for_approval", {"artifactHashes": [ARTIFACT_A]}, coordinatorEpoch=2
     )
@@ -148,10 +153,7 @@ def rich_history() -> Harness:
     h.submit(
         COORD2, "mission.submit_for_approval", {"artifactHashes": [ARTIFACT_A]}, coordinatorEpoch=2
     )
-    revision = h.authority.mission_view()["submission"]["missionRevision"]
-    h.submit(
-        OWNER, "mission.approve", {"missionRevision": revision, "artifactHashes": [ARTIFACT_A]}
-    )
+    h.approve()
     return h
 
 
@@ -164,6 +166,12 @@ def test_every_event_kind_is_emitted_and_schema_valid() -> None:
     terminated.submit(COORD, "mission.terminate", {"reason": "x"})
     replaced = mission_harness()  # a Session replacement revokes an active lease
     replaced.drive("a", "active")
+    replaced.submit(
+        W1,
+        USAGE_RECORD,
+        replaced.owner_payload("a", delta={"modelTokenLimit": 1}),
+        workItemId=item_id("a"),
+    )
     replaced.sessions[W1.id] = 2
     replaced.revoke_replaced_sessions()
     replaced.drive("b", "queued")  # and the owner discloses its schedule for waiting work

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from mwp.core.errors import ErrorCode
+from mwp.core.group.api import RULES_LEDGER
 from mwp.core.group.clock import plus_seconds
 from mwp.core.models import validate_document
 from mwp.core.trust.registry import Principal
@@ -906,11 +907,14 @@ def test_the_coordinator_reviewing_its_own_output_needs_other_evidence() -> None
     h.accept("a", COORD)
     h.start("a", COORD)
     h.submit_work("a", COORD)
-    h.reject(ErrorCode.INVALID_COMMAND, COORD, "work.accept_result", {}, workItemId=item_id("a"))
+    review = h.review_payload("a")
+    h.reject(
+        ErrorCode.INVALID_COMMAND, COORD, "work.accept_result", review, workItemId=item_id("a")
+    )
     h.submit(
         COORD,
         "work.accept_result",
-        {"reviewEvidenceIds": ["urn:example:evidence:peer"]},
+        {"reviewEvidenceIds": ["urn:example:evidence:peer"], **review},
         workItemId=item_id("a"),
     )
 
@@ -1025,10 +1029,14 @@ def _table_command(h: Harness, kind: str, name: str) -> tuple[Principal, dict[st
         "work.unblock": (COORD, {}),
         "work.submit": (W1, {**owner, "artifactHashes": [ARTIFACT_A], "evidence": evidence()}),
         "artifact.publish": (W1, {**owner, "manifest": h.manifest(name, W1, ARTIFACT_B)}),
-        "work.accept_result": (COORD, {}),
+        "work.accept_result": (COORD, h.review_payload(name)),
         "work.fail": (COORD, {"reason": "x", "failureEvidenceIds": ["urn:example:evidence:f"]}),
         "work.cancel": (COORD, {}),
     }
+    if view["state"] == "submitted" and h.rules >= RULES_LEDGER:
+        # Failing a submitted result is rejecting it: a review naming what did not pass.
+        rejected = h.review(name, {"tests-pass": "failed"})
+        commands["work.fail"] = (COORD, {**commands["work.fail"][1], "review": rejected})
     return commands[kind]
 
 
