@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import sys
@@ -51,6 +52,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
+
+from benchmarks.gateway_delivery import log_times
 from benchmarks.group_commands import CpuMeter, versions
 from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Progress, Submission
 from mwp.agent.gateway_inbox import JOURNAL_PREFIX
@@ -58,7 +62,8 @@ from mwp.agent.gateway_link import GatewaySettings
 from mwp.agent.ledger import ToolLedger
 from mwp.client import Identity, MwpClient, OrganizationRegistryClient, connect, new_id
 from mwp.client.missions import MissionClient, MissionHandle, in_seconds
-from mwp.contracts.agent import agent_workflow_id
+from mwp.client.review import review_record
+from mwp.contracts.agent import ACCEPT_OFFER, agent_workflow_id
 from mwp.contracts.messages import group_authority
 from mwp.core.log.cursor import Cursor
 from mwp.core.trust.registry import Principal, RegistryEvidence
@@ -256,12 +261,16 @@ async def gateway_agent_runtime(
 def journaled(folder: Path) -> int:
     """Events the agent received through the gateway: each one taken is journaled once."""
     store = open_store(str(folder))
-    count, after = 0, None
+    taken: set[tuple[str, int]] = set()
+    after: str | None = None
     while True:
         keys = store.list_keys(JOURNAL_PREFIX, after=after)
-        count += len(keys)
+        for key in keys:
+            value = json.loads(store.get(key) or b"[]")
+            for event in value if isinstance(value, list) else [value]:
+                taken.add((event["groupId"], event["sequence"]))
         if len(keys) < 1000:
-            return count
+            return len(taken)
         after = keys[-1]
 
 
@@ -276,6 +285,10 @@ class Item:
     offered_at: float = 0.0  # wall clock (time.time()) just before the offer was sent
     verified_at: float = 0.0  # wall clock when the accept_result receipt came back
     times: dict[str, float] = field(default_factory=dict)  # Event kind -> occurredAt (epoch s)
+    contract: dict[str, Any] = field(default_factory=dict)  # as authorized
+    sequences: dict[str, int] = field(default_factory=dict)  # Event kind -> Group sequence
+    event_ids: dict[str, str] = field(default_factory=dict)  # Event kind -> Event ID
+    verified: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass
@@ -331,11 +344,12 @@ class Coordinator:
                 f"Mission {mission.index}, item {item.work_item_id[-8:]}",
                 deadline=in_seconds(86400),
             )
+            item.contract = contract
             await mission.handle.send_signed(
                 self._command(mission, "work.authorize", {"contract": contract}, item.work_item_id)
             )
 
-    async def offer(self, mission: Coordinated) -> None:
+    async def offer(self, mission: Coordinated, *, one_at_a_time: bool = False) -> None:
         for item in mission.items:
             payload = {
                 "candidates": [
@@ -350,6 +364,8 @@ class Coordinator:
             command = self._command(mission, "work.offer", payload, item.work_item_id)
             item.offered_at = time.time()
             await mission.handle.send_signed(command)
+            if one_at_a_time:
+                await item.verified.wait()
 
     async def follow(self, mission: Coordinated, poll: float) -> None:
         """Read the Group's log; accept each result as its item reaches ``submitted``."""
@@ -371,9 +387,12 @@ class Coordinator:
                 if item is None or event["kind"] not in STAGES:
                     continue
                 item.times.setdefault(event["kind"], occurred(event))
+                item.sequences.setdefault(event["kind"], event["sequence"])
+                item.event_ids.setdefault(event["kind"], event["eventId"])
                 if event["kind"] == "work.submitted":
                     self.tally.submitted += 1
-                    pending.add(asyncio.create_task(self._accept(mission, item)))
+                    evidence = event["payload"]["submission"]["evidence"]
+                    pending.add(asyncio.create_task(self._accept(mission, item, evidence)))
                     open_items -= 1
                     if open_items == 0:
                         break
@@ -381,16 +400,99 @@ class Coordinator:
         finally:
             subscription.close()
 
-    async def _accept(self, mission: Coordinated, item: Item) -> None:
-        command = self._command(
-            mission, "work.accept_result", {"comments": "Evidence reviewed."}, item.work_item_id
-        )
+    async def _accept(self, mission: Coordinated, item: Item, evidence: list[Any]) -> None:
+        # Every criterion passed, citing the Submission's Evidence mapped to it.
+        review = review_record({"contract": item.contract, "submissionEvidence": evidence})
+        payload = {"comments": "Evidence reviewed.", "review": review}
+        command = self._command(mission, "work.accept_result", payload, item.work_item_id)
         result = await mission.handle.send_signed(command)
         kinds = [e["kind"] for e in result["events"]]
         if "work.result.accepted" not in kinds and not result["duplicate"]:
             raise RuntimeError(f"work.accept_result of {item.work_item_id} gave {kinds}")
         item.verified_at = time.time()
         self.tally.verified += 1
+        item.verified.set()
+
+
+def _seconds(event: Any) -> float:
+    return float(event.event_time.seconds + event.event_time.nanos / 1e9)
+
+
+async def scheduler_times(
+    schedulers: MwpClient, agent_id: str, offers: Mapping[str, str]
+) -> dict[str, dict[str, float]]:
+    """From the agent's AgentWorkflow history (its current run), per WorkItem: when the
+    ``deliver`` signal carrying its offer (``offers``: offer Event ID -> WorkItem ID) was
+    recorded (the first naming the item and the offer's kind: the inbox slims Events), and when
+    its ``accept_offer`` activity was scheduled and started."""
+    handle = schedulers.temporal.get_workflow_handle(agent_workflow_id(agent_id))
+    times: dict[str, dict[str, float]] = {}
+    accepting: dict[int, str] = {}  # the activity's scheduled event ID -> WorkItem ID
+    async for event in handle.fetch_history_events():
+        kind = event.event_type
+        if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            data = b"".join(
+                p.data for p in event.workflow_execution_signaled_event_attributes.input.payloads
+            )
+            for item in offers.values():
+                if item.encode() in data and b"work.offer.created" in data:
+                    times.setdefault(item, {}).setdefault("delivered", _seconds(event))
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attributes = event.activity_task_scheduled_event_attributes
+            if attributes.activity_type.name != ACCEPT_OFFER:
+                continue
+            data = b"".join(p.data for p in attributes.input.payloads)
+            for item in offers.values():
+                if item.encode() in data:
+                    accepting[event.event_id] = item
+                    times.setdefault(item, {}).setdefault("scheduled", _seconds(event))
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            scheduled = event.activity_task_started_event_attributes.scheduled_event_id
+            if scheduled in accepting:
+                times[accepting[scheduled]].setdefault("started", _seconds(event))
+    return times
+
+
+async def offer_hops(
+    schedulers: MwpClient, log_location: str, missions: Sequence[Coordinated]
+) -> dict[str, list[float]]:
+    """Offer -> accepted in hops, per item: the mirror (``work.offer.created`` decided -> its
+    entry in the Group log); the gateway and the agent's inbox (-> the ``deliver`` signal in
+    the AgentWorkflow's history); the Scheduler (-> ``accept_offer`` scheduled); the activity
+    taken by the agent's Worker; the accept itself (signing, the gateway's forward, the Update:
+    -> ``work.offer.accepted`` decided). The Authority's and the server's clocks are one."""
+    names = ("mirror", "gateway, inbox", "Scheduler", "activity taken", "accept")
+    hops: dict[str, list[float]] = {name: [] for name in names}
+    items = [item for mission in missions for item in mission.items]
+    by_agent: dict[str, dict[str, str]] = {}
+    for item in items:
+        if "work.offer.created" in item.event_ids:
+            by_agent.setdefault(item.agent_id, {})[item.event_ids["work.offer.created"]] = (
+                item.work_item_id
+            )
+    times: dict[str, dict[str, float]] = {}
+    for agent_id, offers in by_agent.items():
+        times |= await scheduler_times(schedulers, agent_id, offers)
+    for mission in missions:
+        offered = [i.sequences["work.offer.created"] for i in mission.items if i.sequences]
+        logged = log_times(log_location, mission.handle.group_id, offered)
+        for item in mission.items:
+            seen = times.get(item.work_item_id, {})
+            sequence = item.sequences.get("work.offer.created", 0)
+            points = [
+                item.times.get("work.offer.created"),
+                logged.get(sequence),
+                seen.get("delivered"),
+                seen.get("scheduled"),
+                seen.get("started"),
+                item.times.get("work.offer.accepted"),
+            ]
+            if None in points:
+                continue
+            for name, (a, b) in zip(names, itertools.pairwise(points), strict=True):
+                assert a is not None and b is not None
+                hops[name].append(b - a)
+    return hops
 
 
 # --- figures ----------------------------------------------------------------------------------
@@ -760,7 +862,11 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
             complete = False
             try:
                 async with asyncio.timeout(args.timeout):
-                    await asyncio.gather(*(coordinator.offer(m) for m in missions))
+                    if args.one_at_a_time:
+                        for mission in missions:
+                            await coordinator.offer(mission, one_at_a_time=True)
+                    else:
+                        await asyncio.gather(*(coordinator.offer(m) for m in missions))
                     await asyncio.gather(*followers)
                 complete = True
             except TimeoutError:
@@ -780,6 +886,9 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
                 if not args.direct:
                     received = await asyncio.to_thread(journaled, folders[agent.agent_id])
                     inbox_stats[agent.agent_id].delivered = received
+            hops = {}
+            if args.one_at_a_time:
+                hops = await offer_hops(schedulers, config.log_location, missions)
             out("stopping the agent runtimes and the stack")
     items = [item for m in missions for item in m.items]
     verified = [item for item in items if item.verified_at]
@@ -792,7 +901,7 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
         seconds,
         process_after - process_cpu,
         server_after - server_cpu,
-        stage_latencies(items, args.slots),
+        stage_latencies(items, args.slots) | {f"  offer hop: {k}": v for k, v in hops.items()},
         complete and len(verified) == total,
         inbox_stats,
         histories,
@@ -817,6 +926,12 @@ def main() -> None:
         "--direct",
         action="store_true",
         help="agents read the store's Group logs (`mwp agent run --direct`), not the gateway",
+    )
+    parser.add_argument(
+        "--one-at-a-time",
+        action="store_true",
+        help="offer each WorkItem only once the one before is verified (latency on an idle "
+        "stack; adds the offer's hops)",
     )
     parser.add_argument("--progress-every", type=float, default=5.0, help="progress line, s")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")

@@ -65,6 +65,7 @@ from mwp.client.missions import (
     in_seconds,
     workflow_not_ready,
 )
+from mwp.client.review import review_record
 from mwp.contracts.messages import group_authority
 from mwp.contracts.mission import UPDATE_COMMAND
 from mwp.core.errors import ErrorCode, MwpError
@@ -87,6 +88,12 @@ NOOP_TASK_QUEUE = "mwp-bench-noop"
 # Room for every WorkItem budget of the run (each contract holds USD 10 and 100 tool calls).
 MISSION_BUDGET = {"currency": "USD", "financialLimit": 10_000_000, "toolCallLimit": 1_000_000_000}
 STEPS = 7  # Commands (and Events) per WorkItem lifecycle
+
+
+def planned_review(contract: dict[str, Any], item: str) -> dict[str, Any]:
+    """The review of the Evidence the plan's submission will carry: every criterion passed."""
+    return review_record({"contract": contract, "submissionEvidence": evidence_for(contract, item)})
+
 
 # --- the no-op workflow ---------------------------------------------------------------------
 
@@ -276,7 +283,10 @@ class GroupLoad:
                     ),
                     "offer": self._sign(coordinator, "work.offer", offer, item),
                     "accept_result": self._sign(
-                        coordinator, "work.accept_result", {"comments": "Reviewed."}, item
+                        coordinator,
+                        "work.accept_result",
+                        {"comments": "Reviewed.", "review": planned_review(contract, item)},
+                        item,
                     ),
                     "manifest": result_manifest(
                         worker,
