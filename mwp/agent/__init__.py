@@ -34,6 +34,8 @@ from mwp.agent.progress import (
     submit_command,
 )
 from mwp.agent.signals import SchedulerSignals
+from mwp.agent.usage import Spent
+from mwp.core.group.resource_usage import ResourceUsage
 from mwp.core.idempotency import attempt_key, tool_key
 
 __all__ = [
@@ -52,8 +54,10 @@ __all__ = [
     "OwnerCommand",
     "Preempted",
     "Progress",
+    "ResourceUsage",
     "SchedulerSignals",
     "SchemaRef",
+    "Spent",
     "Submission",
     "ToolLedger",
     "ToolLedgerError",

@@ -104,13 +104,25 @@ class CapabilityContext(Protocol):
         ...
 
     async def tool(
-        self, op_id: str, fn: Callable[..., Awaitable[Any]] | str, /, *args: Any, **kwargs: Any
+        self,
+        op_id: str,
+        fn: Callable[..., Awaitable[Any]] | str,
+        /,
+        *args: Any,
+        spend: ResourceUsage | None = None,
+        **kwargs: Any,
     ) -> Any:
         """Run a tool (a function or a registered tool's name) once per ``op_id``.
 
         The idempotency key is :func:`mwp.core.idempotency.tool_key` of this WorkItem, its
         Ownership Epoch and ``op_id``; a tool with an ``idempotency_key`` keyword parameter
         receives it, to pass on to the external system.
+
+        Usage: a call that executes is charged one ``toolCallLimit`` plus ``spend`` (what it
+        is known to cost, checked first: a call that would pass what the WorkItem has left is
+        not run and the item is blocked), plus the ``usage`` of a
+        :class:`~mwp.agent.usage.Spent` the tool returns (its ``result`` is the call's
+        result). A call answered from the ledger is not charged again.
         """
         ...
 

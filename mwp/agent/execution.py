@@ -17,6 +17,14 @@ as Updates), so its rules are the same wherever it runs.
   ``toolCallLimit`` (``TOOL_BUDGET_EXHAUSTED``; every ``ctx.tool`` call of the run counts) or
   ``wallClockSecondsLimit`` (``WALL_CLOCK_BUDGET_EXHAUSTED``; retries included). Both count per
   run: a resumed run starts counting again.
+* **Usage** (``mwp.agent.usage``). The run counts what it consumes (each tool call it
+  executes, what a tool declares, its wall-clock seconds) and records what is not yet recorded
+  with one ``resource_usage_record`` before the Command that releases or ends the lease
+  (``work.checkpoint``, ``work.block``, ``work.submit``, ``work.fail``). A tool call whose cost
+  would pass what the WorkItem has left is not run, and a record the Group refuses as
+  ``BUDGET_EXCEEDED`` stops the run: either way the item is blocked with a resolution naming
+  the exhausted dimension (MWP-AUT-004). A Group deciding under rules before the ledger refuses
+  the kind; the run then records nothing more and keeps its per-run limits.
 * **Checkpoints** are JSON states stored content-addressed in the object store
   (``checkpoints/<sha256 hex>``) and named in the Group by their ``sha256:`` reference, so any
   later owner, on any machine sharing the store, resumes from the latest one. In gateway
@@ -31,8 +39,10 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import math
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NoReturn, Protocol
 
 from mwp.agent.actions import (
@@ -53,6 +63,7 @@ from mwp.agent.progress import (
     progress_command,
     submit_command,
 )
+from mwp.agent.usage import RunUsage, Spent, exhausted
 from mwp.client import utc_now
 from mwp.contracts.agent import ExecutionOrder, ExecutionOutcome
 from mwp.core.errors import ErrorCode, MwpError
@@ -65,6 +76,7 @@ from mwp.stores.artifacts import ArtifactStore, StoredContent
 from mwp.stores.objects import ObjectStore
 
 CLAUSES: tuple[str, ...] = (
+    "MWP-AUT-004",
     "MWP-IDN-003",
     "MWP-WRK-013",
     "MWP-WRK-015",
@@ -215,6 +227,27 @@ def _fenced(error: MwpError) -> bool:
     return error.code in FENCED_CODES
 
 
+def _no_ledger(error: MwpError) -> bool:
+    """The Group decides under rules before the ledger: the record kind is unknown there."""
+    return error.code is ErrorCode.INVALID_COMMAND and "not a Command" in error.message
+
+
+def _budget_dimension(error: MwpError) -> str:
+    return str((error.details or {}).get("dimension", "a budget dimension"))
+
+
+def _budget_detail(error: MwpError) -> str:
+    d = error.details or {}
+    where = d.get("workItemId") or d.get("missionId") or "the WorkItem"
+    return f"limit {d.get('limit')} at {where}, {d.get('used')} used, {d.get('requested')} more"
+
+
+def recorded_payload(receipt: Json) -> Json:
+    """The ``resource_usage_recorded`` Event's payload in a receipt."""
+    payload: Json = next(e for e in receipt["events"] if e["kind"] == RECORDED_KIND)["payload"]
+    return payload
+
+
 class LeasedExecution:
     """One run of ``agent``'s capability for ``order`` (see the module docstring)."""
 
@@ -251,6 +284,8 @@ class LeasedExecution:
         self.submission: Submission | None = None  # what the capability returned
         self.preempt = False
         self.tool_calls = 0
+        self.usage: RunUsage | None = None  # set when the capability starts
+        self.released: str | None = None  # why the run gave its lease back, once it did
         self._renewal_lock = asyncio.Lock()
 
     # --- the run ---------------------------------------------------------------------------
@@ -258,6 +293,7 @@ class LeasedExecution:
     async def run(self) -> ExecutionOutcome:
         view = await self.channel.work_item(self.order.work_item_id)
         self.contract = view["contract"]
+        self.usage = RunUsage(view, asyncio.get_running_loop().time())
         unserved = self._unserved_pins(view)
         if unserved:
             return await self._give_back(view, unserved)
@@ -338,6 +374,8 @@ class LeasedExecution:
         policy = self.contract.get("retryPolicy") or {}
         wall_clock = self.contract.get("budget", {}).get("wallClockSecondsLimit")
         deadline = None if wall_clock is None else asyncio.get_running_loop().time() + wall_clock
+        if wall_clock is not None:
+            self.run_usage.wall_cap = math.ceil(wall_clock)
         attempt = 1
         while True:
             try:
@@ -356,7 +394,7 @@ class LeasedExecution:
             except Blocked as blocked:
                 return self._outcome("blocked", resolution=blocked.required_resolution)
             except LeaseLost:
-                return self._outcome("fenced")
+                return self._outcome(self.released or "fenced")
             except Exception as exc:  # the capability failed: retried or reported
                 code = exc.code if isinstance(exc, CapabilityFailure) else "CAPABILITY_ERROR"
                 if (
@@ -370,6 +408,8 @@ class LeasedExecution:
                     continue
                 return await self._fail(code, exc, attempt)
         assert self.lease_id is not None
+        if self.released is not None:  # it caught Blocked and returned: the block stands
+            return self._outcome(self.released)
         command = submit_command(
             self.order.work_item_id,
             ownership_epoch=self.order.ownership_epoch,
@@ -377,6 +417,14 @@ class LeasedExecution:
             submission=submission,
             contract=self.contract,
         )
+        try:
+            await self.settle_usage()
+        except Blocked as blocked:  # the run consumed past the budget: it may not submit
+            return self._outcome("blocked", resolution=blocked.required_resolution)
+        except LeaseLost:
+            return self._outcome("fenced")
+        except MwpError as error:  # the Group refused the record otherwise: not submitted
+            return await self._fail("USAGE_NOT_RECORDED", error, attempt)
         try:
             await self._send_locked(command)
         except MwpError as error:
@@ -413,6 +461,10 @@ class LeasedExecution:
         }
         if self.lease_id is not None:  # named when the item is active under this run's lease
             payload["leaseId"] = self.lease_id
+        try:
+            await self.record_pending()
+        except MwpError as error:  # the failure ends the item all the same
+            log.warning("usage of a failed run not recorded: %s", error.code.value)
         try:
             await self._send_locked(OwnerCommand("work.fail", o.work_item_id, payload))
         except MwpError as error:
@@ -490,6 +542,69 @@ class LeasedExecution:
                     self.fenced = error
                 raise
 
+    # --- usage -----------------------------------------------------------------------------
+
+    @property
+    def run_usage(self) -> RunUsage:
+        assert self.usage is not None, "the run has not read its WorkItem yet"
+        return self.usage
+
+    async def record_pending(self) -> None:
+        """One ``resource_usage_record`` of what the run consumed and did not record yet
+        (nothing when there is nothing, no lease, or the Group keeps no ledger)."""
+        usage = self.run_usage
+        delta = usage.due(asyncio.get_running_loop().time())
+        if delta is None or not usage.ledger or self.lease_id is None:
+            return
+        o = self.order
+        payload = {"ownershipEpoch": o.ownership_epoch, "leaseId": self.lease_id, "delta": delta}
+        try:
+            receipt = await self._send_locked(OwnerCommand(RECORD_KIND, o.work_item_id, payload))
+        except MwpError as error:
+            if not _no_ledger(error):
+                raise
+            usage.ledger = False
+            log.info("the Group of %s keeps no usage ledger", o.work_item_id)
+            return
+        usage.recorded(delta)
+        usage.learned(recorded_payload(receipt))
+
+    async def settle_usage(self) -> None:
+        """Record what is pending before a Command that releases or ends the lease. A record
+        refused as ``BUDGET_EXCEEDED`` blocks the item (:class:`Blocked`); a fenced one is
+        left to that Command, which is refused the same way."""
+        try:
+            await self.record_pending()
+        except MwpError as error:
+            if _fenced(error):
+                return
+            if error.code is not ErrorCode.BUDGET_EXCEEDED:
+                raise
+            await self.block_exhausted(_budget_dimension(error), _budget_detail(error))
+
+    async def block_exhausted(self, dimension: str, detail: str) -> NoReturn:
+        """``work.block`` of work whose budget is exhausted in ``dimension``."""
+        resolution = exhausted(dimension, detail)
+        command = block_command(
+            self.order.work_item_id,
+            ownership_epoch=self.order.ownership_epoch,
+            lease_id=self.require_lease(),
+            required_resolution=resolution,
+        )
+        with _lease_lost_when_fenced():
+            await self._send_locked(command)
+        self.released = "blocked"
+        raise Blocked(resolution)
+
+    async def admit_tool_call(self, cost: ResourceUsage) -> None:
+        """Block instead of running a tool call whose ``cost`` would pass what is left."""
+        over = self.run_usage.overrun(cost)
+        if over is None:
+            return
+        await self.settle_usage()  # what the run consumed so far is charged first
+        detail = f"this tool call needs {over.needed}, {over.left} left"
+        await self.block_exhausted(over.dimension, detail)
+
     def charge_tool_call(self) -> None:
         """Count a tool call against the contract's ``toolCallLimit`` (per run)."""
         self.tool_calls += 1
@@ -503,6 +618,8 @@ class LeasedExecution:
     def require_lease(self) -> str:
         if self.fenced is not None:
             raise LeaseLost(f"the Execution Lease is lost: {self.fenced.code.value}")
+        if self.released is not None:  # a capability that caught Blocked acts no more
+            raise LeaseLost(f"the run released its Execution Lease: {self.released}")
         assert self.lease_id is not None
         return self.lease_id
 
@@ -527,16 +644,46 @@ class _LeasedContext(WorkItemFacts):
         return await self._run.content.get_artifact(content_hash)
 
     async def tool(
-        self, op_id: str, fn: Callable[..., Awaitable[Any]] | str, /, *args: Any, **kwargs: Any
+        self,
+        op_id: str,
+        fn: Callable[..., Awaitable[Any]] | str,
+        /,
+        *args: Any,
+        spend: ResourceUsage | None = None,
+        **kwargs: Any,
     ) -> Any:
         r = self._run
         r.require_lease()  # no new side effect without a valid lease (spec 11.5)
         r.charge_tool_call()
-        fn = resolve_tool(r.agent, fn)
+        tool = resolve_tool(r.agent, fn)
         key = tool_key(r.order.mission_id, r.order.work_item_id, r.order.ownership_epoch, op_id)
-        return await r.ledger.run_once(
-            key, fn, *args, pass_key=accepts_idempotency_key(fn), **kwargs
-        )
+        done = await r.ledger.recorded(key)
+        if done is not None:  # it already ran (this run or an earlier one): charged then
+            return done.result
+        cost = ResourceUsage(tool_calls=1)
+        if spend is not None:  # the call itself is one more tool call
+            cost = replace(spend, tool_calls=spend.tool_calls + 1)
+        await r.admit_tool_call(cost)
+        usage = r.run_usage
+        usage.add(cost)  # reserved at once, so concurrent calls see it
+        executed = False
+
+        async def charged(*a: Any, **k: Any) -> Any:
+            nonlocal executed
+            executed = True  # charged once it runs, raising or not: the call was made
+            result = await tool(*a, **k)
+            if isinstance(result, Spent):
+                usage.add(result.usage)
+                return result.result
+            return result
+
+        try:
+            return await r.ledger.run_once(
+                key, charged, *args, pass_key=accepts_idempotency_key(tool), **kwargs
+            )
+        finally:
+            if not executed:  # another caller recorded it first: it ran there, not here
+                usage.add(cost, sign=-1)
 
     async def publish(
         self,
@@ -586,6 +733,7 @@ class _LeasedContext(WorkItemFacts):
             r.preempt = await r.channel.preemption_requested()
         with _lease_lost_when_fenced():
             if r.preempt:
+                await r.settle_usage()
                 command = checkpoint_command(
                     r.order.work_item_id,
                     ownership_epoch=r.order.ownership_epoch,
@@ -599,6 +747,15 @@ class _LeasedContext(WorkItemFacts):
 
     async def block(self, resolution: str, *, progress: Progress | None = None) -> NoReturn:
         r = self._run
+        r.require_lease()
+        with _lease_lost_when_fenced():
+            try:
+                await r.record_pending()
+            except MwpError as error:
+                if error.code is not ErrorCode.BUDGET_EXCEEDED:
+                    raise
+                detail = _budget_detail(error)
+                resolution = f"{resolution}; {exhausted(_budget_dimension(error), detail)}"
         command = block_command(
             r.order.work_item_id,
             ownership_epoch=r.order.ownership_epoch,
@@ -608,6 +765,7 @@ class _LeasedContext(WorkItemFacts):
         )
         with _lease_lost_when_fenced():
             await r._send_locked(command)
+        r.released = "blocked"
         raise Blocked(resolution)
 
     async def record_usage(self, usage: ResourceUsage) -> Mapping[str, Any]:
@@ -619,7 +777,6 @@ class _LeasedContext(WorkItemFacts):
         }
         with _lease_lost_when_fenced():
             receipt = await r._send_locked(OwnerCommand(RECORD_KIND, r.order.work_item_id, payload))
-        recorded: Mapping[str, Any] = next(
-            e for e in receipt["events"] if e["kind"] == RECORDED_KIND
-        )["payload"]
+        recorded = recorded_payload(receipt)
+        r.run_usage.learned(recorded)
         return recorded

@@ -175,6 +175,9 @@ async def test_a_capability_records_its_usage_through_the_gateway(
     assert refused == ErrorCode.BUDGET_EXCEEDED
     events = await rig.mission.events_this_run()
     charged = [e for e in events if e["kind"] == RECORDED_KIND]
-    assert [e["actor"]["id"] for e in charged] == [agent.agent_id]  # the refused one left none
+    # The capability's own record (the refused one left none), then the runtime's: its wall clock.
+    assert [e["actor"]["id"] for e in charged] == [agent.agent_id] * 2
+    wall = charged[1]["payload"]["delta"]
+    assert set(wall) == {"wallClockSecondsLimit"}
     view = await rig.mission.work_item(item.work_item_id)
-    assert view["resourceUsage"]["cumulative"] == recorded["cumulative"]
+    assert view["resourceUsage"]["cumulative"] == {**recorded["cumulative"], **wall}

@@ -4,6 +4,7 @@ a checked submission, retries and budgets within the contract, and fencing."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from mwp.agent.execution import FENCED_CODES, LeaseLost, load_checkpoint
 from mwp.agent.progress import LEASE_RENEW
 from mwp.client import Identity
 from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.group.resource_usage import RECORD_KIND as USAGE
 from mwp.core.trust.registry import Principal
 from mwp.stores.objects import FolderObjectStore
 from tests.unit.group.harness import contract
@@ -125,10 +127,12 @@ async def test_preempted_work_resumes_from_its_checkpoint_and_tools_run_once(
     kinds = [c.kind for c in runner.commands]
     assert kinds == [
         "work.start",
+        USAGE,  # the search and the run's wall clock, before the lease is released
         "work.checkpoint",
         "work.start",
         LEASE_RENEW,  # step 2's checkpoint rides a renewal: no preemption was asked again
         "artifact.publish",
+        USAGE,  # the second run's wall clock only: the search was answered by the ledger
         "work.submit",
     ]
     key = tool_key(runner.mission_id, runner.work_item_id, 1, "search:q1")
@@ -161,7 +165,12 @@ async def test_a_preemption_asked_mid_run_stops_at_the_next_checkpoint(tmp_path:
     runner = runner_of(tmp_path, count)
     first = await runner.run()
     assert first.status == "preempted" and first.state == 2
-    assert [c.kind for c in runner.commands] == ["work.start", LEASE_RENEW, "work.checkpoint"]
+    assert [c.kind for c in runner.commands] == [
+        "work.start",
+        LEASE_RENEW,
+        USAGE,
+        "work.checkpoint",
+    ]
     done = await runner.run()
     assert done.status == "submitted"
     assert runs == [None, 2]  # the second run resumed from the preempting checkpoint
@@ -201,7 +210,12 @@ async def test_a_retryable_failure_is_retried_without_redoing_finished_tools(
     outcome = await runner.run()
     assert outcome.status == "submitted" and attempts == [1, 2]
     assert len(searches) == 1  # the second attempt found the first one's recorded result
-    assert [c.kind for c in runner.commands] == ["work.start", "artifact.publish", "work.submit"]
+    assert [c.kind for c in runner.commands] == [
+        "work.start",
+        "artifact.publish",
+        USAGE,
+        "work.submit",
+    ]
 
 
 async def test_a_failure_the_contract_does_not_retry_sends_work_fail_with_evidence(
@@ -276,8 +290,9 @@ async def test_a_submission_refused_as_fenced_is_kept_as_a_late_result(tmp_path:
     runner = runner_of(tmp_path, late)
     outcome = await runner.run()
     assert outcome.status == "fenced" and outcome.detail["lateResult"] is True
-    assert outcome.command.kind == "work.submit" and outcome.submission is not None
-    assert len(runner.store.list_keys("late-results/")) == 1
+    assert outcome.submission is not None
+    [late] = runner.store.list_keys("late-results/")
+    assert json.loads(runner.store.get(late) or b"{}")["command"]["kind"] == "work.submit"
     assert runner.work_item["state"] == "active"  # the late submission completed nothing
 
 
