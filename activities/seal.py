@@ -3,7 +3,8 @@
 A workflow holds no private key and learns nothing it could trust from its own input or
 signals, so the worker that runs it answers two questions: which key binding seals this
 Organization's messages (``service_key``), and the sealed form of a message it sends
-(``seal_message``). Both read the worker's authority keyring, where the Group Authority keys
+(``seal_message``); it also signs the Evidence the Group Authority writes (``sign_evidence``).
+All read the worker's authority keyring, where the Group Authority keys
 live (:mod:`mwp.log.keys`); a missing key is created there, as provisioning would.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from temporalio import activity
 
+from mwp.activities.evidence import SIGN_EVIDENCE, EvidenceSigningRequest, sign_records
 from mwp.contracts.messages import SEAL_MESSAGE, SERVICE_KEY, SealRequest
 from mwp.core.trust.registry import Principal
 from mwp.core.trust.service_message import seal
@@ -49,6 +51,14 @@ class ServiceSealer:
             key=identity.key,
         )
 
+    @activity.defn(name=SIGN_EVIDENCE)
+    async def sign_evidence(self, request: EvidenceSigningRequest) -> dict[str, dict[str, Any]]:
+        """The records signed with the Group Authority's key (mwp.activities.evidence)."""
+        identity = await asyncio.to_thread(
+            self.keyring.ensure, Principal("service", request.signer_id)
+        )
+        return sign_records(request.records, identity.key_id, identity.key)
+
     @property
     def activities(self) -> list[Any]:
-        return [self.service_key, self.seal_message]
+        return [self.service_key, self.seal_message, self.sign_evidence]

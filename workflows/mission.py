@@ -29,6 +29,7 @@ import base64
 import contextlib
 import json
 import zlib
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,6 +37,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
+from mwp.activities.evidence import SIGN_EVIDENCE, EvidenceSigningRequest
 from mwp.contracts.command_size import check_command_size
 from mwp.contracts.errors import to_application_error
 from mwp.contracts.messages import (
@@ -114,6 +116,11 @@ from mwp.core.group.approval import embedded_approval
 from mwp.core.group.archive import GROUP_ARCHIVE_KIND
 from mwp.core.group.artifact import embedded_manifest
 from mwp.core.group.context_package import embedded_context_package
+from mwp.core.group.knowledge import (
+    REUSE_APPROVAL_PROFILE,
+    check_approval_shape,
+    embedded_import_documents,
+)
 from mwp.core.kinds import FINAL_WORK_STATES, TERMINAL_MISSION_STATES
 from mwp.core.organization.service import RegistrySubscription
 from mwp.core.trust.evidence import evidence_unavailable
@@ -488,6 +495,8 @@ class MissionWorkflow:
         else:  # no validator ran (replay), or it ran before the Registry evidence arrived
             envelope, context = self._admit(wire)
         self._revoke_replaced_sessions()  # before anything is decided under a new Session
+        if self._ledger and envelope.command.get("kind") == "mission.terminate":
+            context = await self._sign_failure_evidence(envelope, context)
         try:
             outcome = self._authority.submit(envelope, context)
         except MwpError as exc:
@@ -502,6 +511,35 @@ class MissionWorkflow:
             "events": list(outcome.events),
             "duplicate": outcome.duplicate,
         }
+
+    async def _sign_failure_evidence(
+        self, envelope: Envelope, context: AuthorityContext
+    ) -> AuthorityContext:
+        """MISSION_LEDGER: the failure Evidence a ``mission.terminate`` writes, signed by the
+        Group Authority (``sign_evidence`` on the authority worker, recorded in history) and
+        handed to the decision in ``context``. A Command the rules refuse signs nothing (the
+        validator ran ``check`` already unless it could not); the validator never signs."""
+        while True:
+            try:
+                self._authority.check(envelope, context)
+            except MwpError:
+                return context  # submit refuses it as before
+            records = self._authority.termination_evidence(envelope, context)
+            if not records:
+                return context
+            sequence = self._authority.sequence
+            signed = await workflow.execute_local_activity(
+                SIGN_EVIDENCE,
+                EvidenceSigningRequest(self._principal.id, records),
+                result_type=dict,
+                start_to_close_timeout=timedelta(seconds=10),
+            )
+            self._revoke_replaced_sessions()
+            if self._authority.sequence == sequence:
+                return replace(context, signed_evidence=signed)
+            # Events were recorded while signing (their IDs and times moved on): sign again
+            # what the decision would write now, at its new time.
+            context = self._context()
 
     @command.validator
     def _validate_command(self, wire: str) -> None:
@@ -586,6 +624,19 @@ class MissionWorkflow:
                 )
                 if approval is not None:
                     verify_value(approval, PROFILES["approval"], evidence)
+                # An import carries the source's manifest and Organization policy's approval
+                # for reuse: both verified here against the Organization's Registry evidence.
+                imported = embedded_import_documents(
+                    verified.document.get("kind", ""), verified.document["payload"]
+                )
+                if imported is not None:
+                    verify_value(imported[0], PROFILES["artifact"], evidence)
+                    verify_value(
+                        imported[1],
+                        REUSE_APPROVAL_PROFILE,
+                        evidence,
+                        schema_check=check_approval_shape,
+                    )
         except MwpError as exc:
             raise self._refused(exc, now) from None
         envelope = Envelope(

@@ -331,6 +331,12 @@ async def _decide_submission(args: argparse.Namespace, kind: str, extra: dict[st
         # The Command carries the Approval itself, signed by the approver (spec 7.3).
         comments = payload.pop("comments", "")
         payload = approve_payload(signed_approval(view, identity, comments=comments))
+    elif kind == "mission.request_changes":
+        from mwp.client.review import changes_payload, signed_approval
+
+        reason = payload.pop("reason")
+        decided = signed_approval(view, identity, comments=reason, decision="changes_requested")
+        payload = changes_payload(decided)
     result = await mission.send(identity, kind, payload)
     shared.print_result(result)
     return 0

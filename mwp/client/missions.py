@@ -33,7 +33,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from mwp.client import ClientError, Identity, MwpClient, new_id
 from mwp.client.context_packages import offer_context_package
 from mwp.client.limits import command_wire, server_limits_as_mwp_errors
-from mwp.client.review import approve_payload, rejection_payload, review_record, signed_approval
+from mwp.client.review import (
+    approve_payload,
+    changes_payload,
+    rejection_payload,
+    review_record,
+    signed_approval,
+)
 from mwp.contracts.errors import raising_mwp_errors
 from mwp.contracts.messages import group_authority
 from mwp.contracts.mission import (
@@ -233,6 +239,20 @@ class MissionHandle:
             await self.view(), approver, comments=comments, conditions=conditions
         )
         return await self.send(approver, "mission.approve", approve_payload(approval))
+
+    async def request_changes(
+        self, approver: Identity, reason: str, *, conditions: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """``mission.request_changes`` of the submitted revision: the MissionOwner's signed
+        decision ``changes_requested``, ``reason`` in its comments; the Mission is active again."""
+        approval = signed_approval(
+            await self.view(),
+            approver,
+            comments=reason,
+            conditions=conditions,
+            decision="changes_requested",
+        )
+        return await self.send(approver, "mission.request_changes", changes_payload(approval))
 
     async def sequence(self) -> int:
         value: int = await self.client.query(self.workflow_id, QUERY_SEQUENCE)

@@ -79,9 +79,11 @@ def signed_approval(
     conditions: Sequence[str] = (),
     approval_id: str | None = None,
     occurred_at: str | None = None,
+    decision: str = "approved",
 ) -> dict[str, Any]:
     """The Approval of the Mission's submitted revision and Artifact set (``mission_view``:
-    what ``MissionHandle.view`` returns), signed by ``approver``."""
+    what ``MissionHandle.view`` returns), signed by ``approver``; ``decision``
+    ``changes_requested`` (its reason in ``comments``) for ``mission.request_changes``."""
     submission = mission_view.get("submission")
     if not submission:
         raise ValueError(f"the Mission is {mission_view.get('state')}, not awaiting approval")
@@ -89,7 +91,7 @@ def signed_approval(
     document = {
         "approvalId": approval_id or new_id(),
         "kind": "child_mission" if mission_view.get("parent") else "mission_final",
-        "decision": "approved",
+        "decision": decision,
         "missionId": mission_view["missionId"],
         "groupId": mission_view["groupId"],
         "missionRevision": submission["missionRevision"],
@@ -101,6 +103,11 @@ def signed_approval(
         "occurredAt": occurred_at or utc_now(),
     }
     return approver.sign(document, "approval")
+
+
+def changes_payload(approval: Mapping[str, Any]) -> dict[str, Any]:
+    """``mission.request_changes`` carrying ``approval`` (decision ``changes_requested``)."""
+    return {"missionRevision": approval["missionRevision"], "approval": dict(approval)}
 
 
 def approve_payload(approval: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Final, Literal, get_args
 CommandKind = Literal[
     "approval.grant_execution",
     "artifact.publish",
+    "ext.missionweaveprotocol.core.artifact_import",
     "ext.missionweaveprotocol.core.context_package_publish",
     "ext.missionweaveprotocol.core.execution_lease_renew",
     "ext.missionweaveprotocol.core.group_archive",
@@ -54,6 +55,7 @@ CommandKind = Literal[
 EventKind = Literal[
     "approval.execution.granted",
     "artifact.published",
+    "ext.missionweaveprotocol.core.artifact_imported",
     "ext.missionweaveprotocol.core.context_package_published",
     "ext.missionweaveprotocol.core.execution_lease_revoked",
     "ext.missionweaveprotocol.core.ownership_expired",

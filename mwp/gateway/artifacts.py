@@ -27,6 +27,7 @@ from typing import Any, Final
 from urllib.parse import unquote
 
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
+from mwp.core.group.knowledge import IMPORTED_KIND
 from mwp.core.wire.jcs import canonicalize
 from mwp.gateway.hello import Session
 from mwp.gateway.https import OCTETS, HttpRefusal, Request, Response
@@ -192,7 +193,7 @@ class ArtifactGate:
 
 def _named(kind: str, payload: dict[str, Any]) -> list[str]:
     """The content hashes an Event of the Group names as its content."""
-    if kind == PUBLISHED_KIND:
+    if kind in (PUBLISHED_KIND, IMPORTED_KIND):  # an import brings another Group's content
         return [str((payload.get("manifest") or {}).get("contentHash"))]
     if kind == "work.authorized":
         return list((payload.get("workItem") or {}).get("contract", {}).get("inputArtifacts", []))

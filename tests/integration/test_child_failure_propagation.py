@@ -12,8 +12,14 @@ from typing import Any
 
 from mwp.client import MwpClient
 from mwp.client.missions import in_seconds
+from mwp.core.models import validate_document
+from mwp.core.trust.registry import Principal, RegistryEvidence
+from mwp.core.trust.signed_document import PROFILES, verify_value
 from mwp.dev.scenario import definition_of_done
+from mwp.log.group_log import GroupEventLog
+from mwp.stores.objects import open_store
 from tests.histories import production_replayer
+from tests.integration.conftest import stack_log_location
 from tests.integration.missions_helper import (
     Crew,
     MissionRig,
@@ -77,6 +83,43 @@ async def _terminate(child: MissionRig, reason: str) -> dict[str, Any]:
         item.work_item_id,
     )
     return event_of(result, "mission.terminated")
+
+
+async def test_a_terminated_mission_s_failure_evidence_is_signed_by_the_group_authority(
+    mwp_client: MwpClient,
+) -> None:
+    rig = await new_mission(mwp_client)
+    item = await rig.authorize("Write the report")
+    result = await rig.coordinate("mission.terminate", {"reason": "The budget was withdrawn."})
+    [returned] = event_of(result, "work.failed")["payload"]["failureEvidence"]
+
+    # The signed Group Event log carries it as the Update returned it, signed and schema-valid.
+    through = await rig.mission.sequence()
+    log = GroupEventLog(open_store(stack_log_location()), rig.mission.group_id)
+    evidence = RegistryEvidence.from_json(await rig.crew.organization.registry.evidence_json())
+
+    async def mirrored() -> bool:
+        return log.last_sequence() >= through
+
+    await eventually(mirrored, timeout=20)
+    verdict = log.verify_all(evidence)
+    assert verdict.ok and verdict.last_sequence == through, verdict
+    [failed] = [e.event for e in log.read(0, through) if e.event["kind"] == "work.failed"]
+    assert failed["workItemId"] == item.work_item_id
+    [record] = failed["payload"]["failureEvidence"]
+    assert record == returned
+    validate_document("evidence.schema.json", record)
+    # Six-stage verification against the Registry evidence: the Group Authority signed it,
+    # with the key that signs its Events.
+    verified = verify_value(record, PROFILES["evidence"], evidence)
+    authority = failed["acceptedBy"]
+    assert verified.principal == Principal(authority["type"], authority["id"])
+    assert record["generatedBy"] == authority
+    assert verified.key_id == failed["signature"]["keyId"]
+    assert record["createdAt"] == failed["occurredAt"]
+    # The signing activity is in the history: the run replays to the same Commands.
+    history = await rig.client.temporal.get_workflow_handle(rig.workflow_id).fetch_history()
+    await production_replayer().replay_workflow(history)
 
 
 async def test_an_indispensable_child_s_failure_fails_the_parent_mission(

@@ -12,7 +12,7 @@ import copy
 from typing import Any
 
 from mwp.client import MwpClient
-from mwp.client.review import approve_payload, review_record, signed_approval
+from mwp.client.review import approve_payload, changes_payload, review_record, signed_approval
 from mwp.core.errors import ErrorCode
 from mwp.core.trust.registry import RegistryEvidence
 from mwp.log.compaction import archive_group, final_snapshot
@@ -86,6 +86,19 @@ async def test_a_review_cites_evidence_and_the_approval_is_signed_in_the_group_l
 
     # The MissionOwner's Approval: forged, signed by another, or of another revision: refused.
     hashes = (await rig.mission.work_item(item.work_item_id))["submission"]["artifactHashes"]
+    await rig.coordinate("mission.submit_for_approval", {"artifactHashes": hashes})
+    # Changes requested: the owner's signed decision too (a tampered one is refused).
+    changes = signed_approval(
+        await rig.mission.view(), owner, comments="Name the owner.", decision="changes_requested"
+    )
+    altered = {**changes, "comments": "Nothing to change."}
+    await rig.assert_refused(
+        lambda: rig.send(owner, "mission.request_changes", changes_payload(altered)),
+        ErrorCode.AUTH_INVALID_SIGNATURE,
+    )
+    requested = await rig.mission.request_changes(owner, "Name the owner.")
+    decided = event_of(requested, "mission.changes_requested")["payload"]
+    assert decided["reason"] == "Name the owner." and "signature" in decided["approval"]
     await rig.coordinate("mission.submit_for_approval", {"artifactHashes": hashes})
     mission_view = await rig.mission.view()
     approval = signed_approval(mission_view, owner, comments="Ship it.")

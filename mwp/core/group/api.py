@@ -18,6 +18,7 @@ verifies a Command's signature first (``mwp.core.trust.signed_document.verify``)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -74,6 +75,10 @@ class AuthorityContext:
     # Which revision of the rules decides. A workflow pins it (``workflow.patched``), so a
     # Group that accepted a Command under older rules replays the same decision.
     rules: int = CURRENT_RULES
+    # Failure Evidence the Group Authority signed for this decision (by WorkItem ID): the
+    # shell has ``termination_evidence`` records signed by an activity, since the core holds
+    # no key. A record is used only if it signs exactly what the decision would write.
+    signed_evidence: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ saw: a revised contract needs a new one.
 
 The Mission's final Approval (spec 7.3): from rules ``RULES_LEDGER`` on, ``mission.approve``
 carries the Approval itself (``payload.approval``, approval.schema.json), signed by its
-approver, and ``mission.approved`` carries that document unchanged. The core checks what the
+approver, and ``mission.approved`` carries that document unchanged; so does
+``mission.request_changes`` (decision ``changes_requested``, its reason in the document's
+``comments``) and ``mission.changes_requested``. The core checks what the
 Group knows (:func:`signed_mission_approval`): the approver is the Command's actor, the
 document approves this Mission and Group, the submitted revision and exactly its Artifact
 set, under the Mission's approval-policy version. The core cannot check the signature (it
@@ -41,6 +43,9 @@ _HIGH_RISK = frozenset({"high_risk", "destructive"})
 
 APPROVAL_MEMBER: Final = "approval"
 APPROVE_KIND: Final = "mission.approve"
+CHANGES_KIND: Final = "mission.request_changes"
+# The decision each Command's signed Approval must record.
+DECISIONS: Final = {APPROVE_KIND: "approved", CHANGES_KIND: "changes_requested"}
 # The approval-policy version an Approval names when the Mission's policy states none: the
 # schema requires one, and a fixed spelling keeps the binding to the Mission's policy exact.
 DEFAULT_POLICY_VERSION: Final = "1.0.0"
@@ -74,14 +79,15 @@ def policy_version(mission: Mission) -> str:
 
 
 def embedded_approval(kind: str, payload: Mapping[str, Any]) -> Json | None:
-    """The signed Approval a ``mission.approve`` carries, unchanged; None if none (the core
-    refuses its absence). The shell verifies it against the Registry evidence first::
+    """The signed Approval a ``mission.approve`` or ``mission.request_changes`` carries,
+    unchanged; None if none (the core refuses its absence). The shell verifies it against
+    the Registry evidence first::
 
         approval = embedded_approval(command["kind"], command["payload"])
         if approval is not None:
             verify_value(approval, PROFILES["approval"], evidence)  # signer: approver
     """
-    if kind != APPROVE_KIND or APPROVAL_MEMBER not in payload:
+    if kind not in DECISIONS or APPROVAL_MEMBER not in payload:
         return None
     return _approval_object(Payload(payload))
 
@@ -104,7 +110,8 @@ def _wrong(member: str, message: str, **details: Any) -> NoReturn:
 def signed_mission_approval(
     state: GroupState, cmd: Incoming, mission: Mission, submission: MissionSubmission
 ) -> Json:
-    """The signed Approval ``cmd`` carries, if it approves exactly this submission."""
+    """The signed Approval ``cmd`` carries, if it decides exactly this submission as its
+    kind decides (approves it, or requests changes with a reason)."""
     approval = _approval_object(cmd.payload)
     try:
         validate_document("approval.schema.json", approval)
@@ -120,7 +127,7 @@ def signed_mission_approval(
     kind = "child_mission" if mission.parent is not None else "mission_final"
     expected: Json = {
         "kind": kind,
-        "decision": "approved",
+        "decision": DECISIONS[cmd.kind],
         "missionId": mission.mission_id,
         "groupId": state.group_id,
         "acceptancePolicyVersion": policy_version(mission),
@@ -139,6 +146,8 @@ def signed_mission_approval(
     for member in ("workItemId", "revokesApprovalId"):
         if member in approval:
             _wrong(member, "a Mission's Approval names no WorkItem and revokes nothing")
+    if cmd.kind == CHANGES_KIND and not approval["comments"].strip():
+        _wrong("comments", "a request for changes states its reason in the Approval's comments")
     earlier = mission.approval or {}
     if approval["approvalId"] == earlier.get("approvalId"):
         _wrong("approvalId", "the Approval ID is already recorded in this Group")

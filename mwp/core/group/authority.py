@@ -31,6 +31,7 @@ from mwp.core.group.drafts import Aggregate, Drafts
 from mwp.core.group.execution_lease import expiry_draft, revocation_drafts
 from mwp.core.group.ids import derive_id, event_id
 from mwp.core.group.kinds import evolve
+from mwp.core.group.mission import termination_evidence
 from mwp.core.group.policy import MESSAGE_WINDOW, RECEIPT_WINDOW
 from mwp.core.group.receipts import ReceiptCache, ReceiptEntry, command_digest, signing_digest
 from mwp.core.group.state import GroupState, WorkItem
@@ -107,6 +108,11 @@ class GroupAuthority:
         A byte-equal retry of an accepted Command passes (``submit`` returns its receipt).
         """
         _guarded(lambda: self._decide(envelope, ctx))
+
+    def termination_evidence(self, envelope: Envelope, ctx: AuthorityContext) -> dict[str, Any]:
+        """The unsigned failure Evidence a ``mission.terminate`` would write, by WorkItem ID,
+        for the shell to have signed (``AuthorityContext.signed_evidence``)."""
+        return termination_evidence(self._state, envelope, ctx)
 
     def submit(self, envelope: Envelope, ctx: AuthorityContext) -> Outcome:
         """Decide and apply atomically: the receipt and new Events, or a typed rejection."""

@@ -17,6 +17,7 @@ from mwp.core.group import (
     coordinator_lease,
     delegation,
     execution_lease,
+    knowledge,
     membership,
     mission,
     resource_usage,
@@ -45,6 +46,7 @@ _MODULES = (
     archive,
     context_package,
     resource_usage,
+    knowledge,
 )
 
 RULES: dict[str, CommandRule] = {rule.kind: rule for m in _MODULES for rule in m.RULES}

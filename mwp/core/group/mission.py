@@ -8,10 +8,11 @@ Mission revision (the one its own Event produces) that the MissionOwner approves
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from mwp.core.errors import ErrorCode
-from mwp.core.group.api import RULES_LEDGER, AuthorityContext
+from mwp.core.group.api import RULES_LEDGER, AuthorityContext, Envelope
 from mwp.core.group.approval import APPROVAL_MEMBER, signed_mission_approval
 from mwp.core.group.clock import reached
 from mwp.core.group.coordinator_lease import (
@@ -385,7 +386,27 @@ def _evolve_approved(state: GroupState, event: Json) -> None:
 def _decide_changes(
     state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
 ) -> None:
-    approval = _decision(state, cmd, ctx, drafts, "changes_requested")
+    if ctx.rules >= RULES_LEDGER:
+        # As for mission.approve: the approver's signed decision, its reason inside it.
+        mission = _require_state(state, cmd, "awaiting_approval")
+        assert mission.submission is not None
+        revision = cmd.payload.integer("missionRevision")
+        if revision != mission.submission.revision:
+            revision_conflict(revision, mission.submission.revision, "submitted Mission")
+        for member in ("reason", "conditions"):
+            if cmd.payload.has(member):
+                invalid(
+                    f"payload.{member} belongs inside the signed Approval",
+                    member=f"payload.{member}",
+                )
+        approval = signed_mission_approval(state, cmd, mission, mission.submission)
+    elif cmd.payload.has(APPROVAL_MEMBER):
+        invalid(
+            f"payload.{APPROVAL_MEMBER} is not known to this Group's rules",
+            member=f"payload.{APPROVAL_MEMBER}",
+        )
+    else:
+        approval = _decision(state, cmd, ctx, drafts, "changes_requested")
     drafts.add(
         "mission.changes_requested",
         ("mission", state.mission_id),
@@ -462,15 +483,16 @@ def failure_evidence(
     state: GroupState, item: WorkItem, drafts: Drafts, ctx: AuthorityContext, reason: str
 ) -> Json:
     """The ``failure_report`` Evidence (evidence.schema.json) of a WorkItem its Mission's end
-    fails, produced by the Group Authority. It travels unsigned inside the Authority-signed
-    ``work.failed`` Event, like the Event body itself: the pure core holds no key."""
+    fails, produced by the Group Authority. The pure core holds no key: the record is the one
+    the shell had the Group Authority sign (``ctx.signed_evidence``, from
+    :func:`termination_evidence`) when its body is exactly this decision's, else unsigned."""
     mission = state.mission
     assert mission is not None
     sequence = drafts.next_sequence  # the work.failed Event's: the ID is derived from it
     # A submitted result that was never reviewed is what the failure leaves behind.
     pending = item.submission if item.state == "submitted" else None
     submitted = pending["artifactHashes"] if pending is not None else []
-    return {
+    record: Json = {
         "evidenceId": derive_id(state.group_id, "failure-evidence", sequence),
         "missionId": mission.mission_id,
         "groupId": state.group_id,
@@ -489,6 +511,32 @@ def failure_evidence(
         "artifactHashes": sorted(set(submitted)),
         "generatedBy": ctx.authority.to_json(),
         "createdAt": ctx.now,
+    }
+    signed = ctx.signed_evidence.get(item.work_item_id)
+    if signed is not None and {k: v for k, v in signed.items() if k != "signature"} == record:
+        return dict(signed)
+    return record
+
+
+def termination_evidence(state: GroupState, envelope: Envelope, ctx: AuthorityContext) -> Json:
+    """The unsigned failure Evidence records (WorkItem ID -> record) that deciding
+    ``envelope``, a ``mission.terminate``, under ``ctx`` would write; empty for any other
+    Command, older rules or a closed Mission. The shell has them signed and hands them back
+    in ``ctx.signed_evidence``. Call it only for a Command ``check`` accepted."""
+    mission = state.mission
+    cmd = Incoming.parse(envelope)
+    if cmd.kind != "mission.terminate" or ctx.rules < RULES_LEDGER:
+        return {}
+    if mission is None or mission.terminal:
+        return {}
+    drafts = Drafts(state.sequence + 1)  # as decide() starts them (decision.py)
+    unsigned = replace(ctx, signed_evidence={})
+    reason = cmd.payload.opt_text("reason") or cmd.kind
+    close_drafts(state, drafts, "work.failed", "mission.terminated", reason, evidence_by=unsigned)
+    return {
+        d.work_item_id: d.payload["failureEvidence"][0]
+        for d in drafts.items
+        if d.work_item_id is not None and "failureEvidence" in d.payload
     }
 
 
@@ -574,7 +622,7 @@ RULES = (
         "mission.request_changes",
         _decide_changes,
         owner_only,
-        payload=members("missionRevision", "reason", "conditions"),
+        payload=members("missionRevision", "reason", "conditions", APPROVAL_MEMBER),
         clauses=("MWP-EVT-007", "MWP-MSN-002", "MWP-MSN-008"),
     ),
     CommandRule(

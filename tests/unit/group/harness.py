@@ -655,6 +655,16 @@ class Harness:
             payload["approval"] = self.approval(approver)
         return payload
 
+    def changes_payload(self, reason: str = "More.", approver: Principal = OWNER) -> dict[str, Any]:
+        """``mission.request_changes`` of the submitted revision under the rules in force: the
+        signed decision ``changes_requested`` with ``reason`` in it, or (older rules) bare."""
+        view = self.authority.mission_view()
+        revision = view["submission"]["missionRevision"] if view["submission"] else view["revision"]
+        if self.rules < RULES_LEDGER:
+            return {"missionRevision": revision, "reason": reason}
+        approval = self.approval(approver, decision="changes_requested", comments=reason)
+        return {"missionRevision": revision, "approval": approval}
+
     def approve(self, approver: Principal = OWNER) -> Outcome:
         return self.submit(approver, "mission.approve", self.approve_payload(approver))
 

@@ -5,6 +5,8 @@ item whose owner ran out of lease is offered again, its owner fenced first."""
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,7 +15,12 @@ from mwp.core.errors import ErrorCode
 from mwp.core.group import GroupAuthority, replay
 from mwp.core.group.api import RULES_CONTEXT, ChildSettled
 from mwp.core.group.clock import plus_seconds
+from mwp.core.group.mission import termination_evidence
 from mwp.core.models import validate_document
+from mwp.core.trust.registry import KeyBinding, RegistryEvidence
+from mwp.core.trust.signed_document import PROFILES, sign, verify_value
+from mwp.core.wire.ed25519 import SigningKey
+from mwp.core.wire.values import parse_timestamp
 from tests.unit.group.harness import (
     ARTIFACT_A,
     AUTHORITY,
@@ -22,10 +29,10 @@ from tests.unit.group.harness import (
     COORD2,
     OWNER,
     SERVICE,
-    SIGNATURE_VALUE,
     W1,
     W2,
     Harness,
+    assert_valid_event,
     fingerprint,
     item_id,
     mission_harness,
@@ -153,15 +160,42 @@ def test_a_failed_parent_mission_replays_and_restores_identically() -> None:
 UNFINISHED = ("open", "offered", "queued", "active", "blocked", "submitted")
 
 
-def _with_signature(record: dict[str, Any]) -> dict[str, Any]:
-    """The record as evidence.schema.json sees it once signed (the Event carrying it is)."""
-    signature = {
-        "algorithm": "Ed25519",
-        "keyId": "urn:example:key:authority",
-        "createdAt": record["createdAt"],
-        "value": SIGNATURE_VALUE,
+AUTHORITY_KEY_ID = "urn:example:key:group-authority"
+AUTHORITY_KEY = SigningKey(hashlib.sha256(AUTHORITY.id.encode()).digest())
+REGISTRY = RegistryEvidence.from_bindings(
+    "urn:example:organization:failure",
+    [
+        KeyBinding(
+            AUTHORITY_KEY_ID,
+            AUTHORITY,
+            "Ed25519",
+            AUTHORITY_KEY.public_key,
+            parse_timestamp("2020-01-01T00:00:00Z"),
+            (),
+        )
+    ],
+)
+
+
+def _signed(records: dict[str, Any]) -> dict[str, Any]:
+    """Each record signed by the Group Authority, as the shell's activity signs them."""
+    return {
+        item: sign(record, "evidence", AUTHORITY_KEY_ID, AUTHORITY_KEY)
+        for item, record in records.items()
     }
-    return {**record, "signature": signature}
+
+
+def _terminate(h: Harness, actor: Any, payload: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """As the MissionWorkflow does it: the decision's failure Evidence, signed with the Group
+    Authority's key, handed back to the decision through its context."""
+    envelope = h.envelope(h.command(actor, "mission.terminate", payload))
+    records = termination_evidence(h.authority._state, envelope, h.ctx())
+    signed = _signed(records)
+    outcome = h.authority.submit(envelope, replace(h.ctx(), signed_evidence=signed))
+    for event in outcome.events:
+        assert_valid_event(event)
+    h.events.extend(outcome.events)
+    return outcome, signed
 
 
 def _unfinished_items() -> Harness:
@@ -178,7 +212,7 @@ def test_given_unfinished_items_when_the_mission_is_terminated_then_each_has_fai
 ) -> None:
     h = _unfinished_items()
 
-    outcome = h.submit(actor, "mission.terminate", {"reason": "The budget was withdrawn."})
+    outcome, signed = _terminate(h, actor, {"reason": "The budget was withdrawn."})
 
     *failed, closing = outcome.events
     assert closing["kind"] == "mission.terminated"
@@ -187,7 +221,11 @@ def test_given_unfinished_items_when_the_mission_is_terminated_then_each_has_fai
     for event, state in zip(failed, UNFINISHED, strict=True):
         payload = event["payload"]
         [record] = payload["failureEvidence"]
-        validate_document("evidence.schema.json", _with_signature(record))
+        assert record == signed[event["workItemId"]]  # carried unchanged, signature and all
+        validate_document("evidence.schema.json", record)
+        verified = verify_value(record, PROFILES["evidence"], REGISTRY)
+        assert verified.principal == AUTHORITY
+        assert record["signature"]["createdAt"] == record["createdAt"]
         assert payload["failureEvidenceIds"] == [record["evidenceId"]]
         assert record["workItemId"] == event["workItemId"]
         assert record["subject"] == {"type": "work_item", "id": event["workItemId"]}
@@ -204,6 +242,38 @@ def test_given_unfinished_items_when_the_mission_is_terminated_then_each_has_fai
         assert h.view(state)["failure"]["failureEvidence"] == [record]
     assert len(seen) == len(UNFINISHED)
     assert h.view("verified")["state"] == "verified"
+
+
+def test_without_a_signed_record_of_its_own_body_the_evidence_is_unsigned() -> None:
+    h = mission_harness()
+    h.drive("a", "active")
+    h.drive("b", "queued")
+    envelope = h.envelope(h.command(COORD, "mission.terminate", {"reason": "stop"}))
+    records = termination_evidence(h.authority._state, envelope, h.ctx())
+    assert set(records) == {item_id("a"), item_id("b")}
+    signed = _signed(records)
+    # One signed an hour early (another decision's time), one whose body was altered.
+    early = {**records[item_id("a")], "createdAt": plus_seconds(h.now, -3600)}
+    altered = {**records[item_id("b")], "result": "passed"}
+    stale = _signed({item_id("a"): early, item_id("b"): altered})
+    assert stale != signed
+
+    outcome = h.authority.submit(envelope, replace(h.ctx(), signed_evidence=stale))
+
+    for event in outcome.events[:-1]:
+        [record] = event["payload"]["failureEvidence"]
+        assert "signature" not in record
+        assert record == records[event["workItemId"]]
+
+
+def test_only_a_terminate_under_the_ledger_rules_asks_for_evidence() -> None:
+    h = mission_harness()
+    h.drive("a", "active")
+    cancel = h.envelope(h.command(OWNER, "mission.cancel", {}))
+    assert termination_evidence(h.authority._state, cancel, h.ctx()) == {}
+    h.rules = RULES_CONTEXT
+    terminate = h.envelope(h.command(COORD, "mission.terminate", {}))
+    assert termination_evidence(h.authority._state, terminate, h.ctx()) == {}
 
 
 def test_under_older_rules_a_termination_names_no_failure_evidence() -> None:

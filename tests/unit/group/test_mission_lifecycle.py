@@ -140,15 +140,13 @@ def test_given_submission_when_owner_requests_changes_then_active_again() -> Non
     h = _verified_harness()
     revision = _submit_mission(h)
 
-    h.submit(
-        OWNER,
-        "mission.request_changes",
-        {"missionRevision": revision, "reason": "Add an integration test."},
-    )
+    h.submit(OWNER, "mission.request_changes", h.changes_payload("Add an integration test."))
 
     view = h.authority.mission_view()
     assert view["state"] == "active" and view["submission"] is None
     assert view["approval"]["decision"] == "changes_requested"
+    assert view["approval"]["comments"] == "Add an integration test."
+    assert view["approval"]["missionRevision"] == revision
     # The Coordinator creates corrective work and submits again.
     h.verify("fix")
     second = _submit_mission(h)
@@ -158,10 +156,11 @@ def test_given_submission_when_owner_requests_changes_then_active_again() -> Non
 
 def test_request_changes_needs_a_reason() -> None:
     h = _verified_harness()
-    revision = _submit_mission(h)
-    h.reject(
-        ErrorCode.INVALID_COMMAND, OWNER, "mission.request_changes", {"missionRevision": revision}
-    )
+    _submit_mission(h)
+    h.reject(ErrorCode.INVALID_COMMAND, OWNER, "mission.request_changes", h.changes_payload(" "))
+    payload = h.changes_payload()
+    del payload["approval"]
+    h.reject(ErrorCode.INVALID_COMMAND, OWNER, "mission.request_changes", payload)
 
 
 # --- cancel / terminate ----------------------------------------------------------------------
@@ -238,7 +237,7 @@ def _mission_command(h: Harness, kind: str, revision: int) -> tuple[Principal, d
     payloads: dict[str, tuple[Principal, dict[str, Any]]] = {
         "mission.submit_for_approval": (COORD, {"artifactHashes": [ARTIFACT_A]}),
         "mission.approve": (OWNER, h.approve_payload()),
-        "mission.request_changes": (OWNER, {"missionRevision": revision, "reason": "More."}),
+        "mission.request_changes": (OWNER, h.changes_payload()),
         "mission.cancel": (OWNER, {}),
         "mission.terminate": (COORD, {"reason": "stop"}),
         "mission.assign_coordinator": (OWNER, {"agentId": COORD2.id}),

@@ -118,8 +118,7 @@ def test_given_a_submission_when_the_approval_names_another_revision_then_revisi
 
 def test_given_changes_requested_when_its_approval_id_is_reused_then_refused() -> None:
     h = _awaiting()
-    revision = h.authority.mission_view()["submission"]["missionRevision"]
-    h.submit(OWNER, "mission.request_changes", {"missionRevision": revision, "reason": "More."})
+    h.submit(OWNER, "mission.request_changes", h.changes_payload())
     earlier = h.authority.mission_view()["approval"]["approvalId"]
     h.submit(COORD, "mission.submit_for_approval", {"artifactHashes": [ARTIFACT_A]})
     _refused(h, _with(h, approvalId=earlier), ErrorCode.INVALID_COMMAND)
@@ -145,7 +144,8 @@ def test_the_shell_is_handed_the_approval_a_mission_approve_carries() -> None:
     h = _awaiting()
     payload = h.approve_payload()
     assert embedded_approval("mission.approve", payload) == payload["approval"]
-    assert embedded_approval("mission.request_changes", payload) is None
+    changes = h.changes_payload()
+    assert embedded_approval("mission.request_changes", changes) == changes["approval"]
     assert embedded_approval("mission.approve", {"missionRevision": 3}) is None
 
 
@@ -178,3 +178,48 @@ def test_the_client_signs_an_approval_the_group_accepts_and_its_signature_verifi
     )
     outcome = h.submit(OWNER, "mission.approve", approve_payload(approval))
     assert outcome.events[0]["payload"]["approval"] == approval
+
+
+# --- mission.request_changes ---------------------------------------------------------------------
+
+
+def _changes_refused(h: Harness, payload: dict[str, Any], code: ErrorCode) -> Any:
+    return h.reject(code, OWNER, "mission.request_changes", payload)
+
+
+def test_given_a_signed_request_for_changes_then_the_event_carries_it_and_work_resumes() -> None:
+    h = _awaiting()
+    payload = h.changes_payload("Cover the empty page.")
+    (event,) = h.submit(OWNER, "mission.request_changes", payload).events
+    assert event["payload"]["approval"] == payload["approval"]
+    assert event["payload"]["reason"] == "Cover the empty page."
+    assert h.authority.mission_view()["state"] == "active"
+
+
+def test_a_request_for_changes_must_be_a_signed_decision_of_this_submission() -> None:
+    h = _awaiting()
+    submitted = h.authority.mission_view()["submission"]["missionRevision"]
+
+    def changed(**overrides: Any) -> dict[str, Any]:
+        payload = h.changes_payload()
+        terms = {"decision": "changes_requested", "comments": "More.", **overrides}
+        payload["approval"] = h.approval(**terms)
+        return payload
+
+    _changes_refused(h, changed(decision="approved"), ErrorCode.INVALID_COMMAND)
+    _changes_refused(h, changed(approver=STRANGER), ErrorCode.INVALID_COMMAND)
+    _changes_refused(h, changed(missionId="urn:example:mission:other"), ErrorCode.INVALID_COMMAND)
+    _changes_refused(h, changed(artifactHashes=[ARTIFACT_B]), ErrorCode.INVALID_COMMAND)
+    _changes_refused(h, changed(missionRevision=submitted - 1), ErrorCode.REVISION_CONFLICT)
+    _changes_refused(h, changed(conditions=None), ErrorCode.SCHEMA_VALIDATION_FAILED)
+    _changes_refused(h, {**h.changes_payload(), "reason": "More."}, ErrorCode.INVALID_COMMAND)
+    assert h.authority.mission_view()["state"] == "awaiting_approval"
+
+
+def test_given_older_rules_a_request_for_changes_is_written_by_the_group_as_before() -> None:
+    h = _awaiting(RULES_CONTEXT)
+    payload = h.changes_payload()
+    assert "approval" not in payload
+    _changes_refused(h, {**payload, "approval": {}}, ErrorCode.INVALID_COMMAND)
+    (event,) = h.submit(OWNER, "mission.request_changes", payload).events
+    assert "signature" not in event["payload"]["approval"]

@@ -17,6 +17,7 @@ from mwp.core.group import (
 )
 from mwp.core.group.archive import GROUP_ARCHIVE_KIND as ARCHIVE
 from mwp.core.group.clock import plus_seconds
+from mwp.core.group.knowledge import IMPORT_KIND
 from mwp.core.group.receipts import receipt_key
 from mwp.core.group.resource_usage import RECORD_KIND as USAGE_RECORD
 from tests.unit.group.harness import (
@@ -42,6 +43,7 @@ from tests.unit.group.harness import (
 )
 from tests.unit.group.test_child_missions import Family
 from tests.unit.group.test_group_archive import snapshot as archival_snapshot
+from tests.unit.group.test_knowledge_reuse import import_payload
 
 TEXT = {"content": [{"type": "text", "text": "Status."}]}
 EXTERNAL = content_hash("external")
@@ -148,8 +150,7 @@ def rich_history() -> Harness:
     h.submit(
         COORD2, "mission.submit_for_approval", {"artifactHashes": [ARTIFACT_A]}, coordinatorEpoch=2
     )
-    revision = h.authority.mission_view()["submission"]["missionRevision"]
-    h.submit(OWNER, "mission.request_changes", {"missionRevision": revision, "reason": "More."})
+    h.submit(OWNER, "mission.request_changes", h.changes_payload())
     h.submit(
         COORD2, "mission.submit_for_approval", {"artifactHashes": [ARTIFACT_A]}, coordinatorEpoch=2
     )
@@ -190,7 +191,9 @@ def test_every_event_kind_is_emitted_and_schema_valid() -> None:
         },
         workItemId=item_id("b"),
     )
-    for other in (cancelled, terminated, replaced):
+    imported = mission_harness()  # an Artifact of another Group, imported with approval
+    imported.submit(COORD, IMPORT_KIND, import_payload(imported))
+    for other in (cancelled, terminated, replaced, imported):
         seen |= {e["kind"] for e in other.events}
     seen |= {e["kind"] for e in _follow_up_events()}
     family = Family()
