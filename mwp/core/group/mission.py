@@ -354,26 +354,42 @@ def _decision(
     return approval
 
 
-def _decide_approve(
-    state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
-) -> None:
-    approval = _decision(state, cmd, ctx, drafts, "approved")
-    if ctx.rules >= RULES_LEDGER:
-        # The Event carries the approver's signed document, not one the Group wrote.
-        mission = state.mission
-        assert mission is not None and mission.submission is not None
-        for member in ("comments", "conditions"):
-            if cmd.payload.has(member):
-                invalid(
-                    f"payload.{member} belongs inside the signed Approval",
-                    member=f"payload.{member}",
-                )
-        approval = signed_mission_approval(state, cmd, mission, mission.submission)
-    elif cmd.payload.has(APPROVAL_MEMBER):
+def _signed_decision(state: GroupState, cmd: Incoming, outside: tuple[str, ...]) -> Json:
+    """From the ledger rules on: the approver's signed decision of the submission, not one
+    the Group writes; ``outside`` names the members that belong inside it."""
+    mission = _require_state(state, cmd, "awaiting_approval")
+    assert mission.submission is not None
+    revision = cmd.payload.integer("missionRevision")
+    if revision != mission.submission.revision:
+        revision_conflict(revision, mission.submission.revision, "submitted Mission")
+    for member in outside:
+        if cmd.payload.has(member):
+            invalid(
+                f"payload.{member} belongs inside the signed Approval", member=f"payload.{member}"
+            )
+    return signed_mission_approval(state, cmd, mission, mission.submission)
+
+
+def _unsigned_decision(
+    state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts, decision: str
+) -> Json:
+    """Under older rules: the decision as the Group writes it, the member unknown."""
+    if cmd.payload.has(APPROVAL_MEMBER):
         invalid(
             f"payload.{APPROVAL_MEMBER} is not known to this Group's rules",
             member=f"payload.{APPROVAL_MEMBER}",
         )
+    return _decision(state, cmd, ctx, drafts, decision)
+
+
+def _decide_approve(
+    state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
+) -> None:
+    if ctx.rules >= RULES_LEDGER:
+        _decision(state, cmd, ctx, drafts, "approved")  # the revision and the Artifact set
+        approval = _signed_decision(state, cmd, ("comments", "conditions"))
+    else:
+        approval = _unsigned_decision(state, cmd, ctx, drafts, "approved")
     drafts.add("mission.approved", ("mission", state.mission_id), {"approval": approval})
 
 
@@ -387,26 +403,9 @@ def _decide_changes(
     state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
 ) -> None:
     if ctx.rules >= RULES_LEDGER:
-        # As for mission.approve: the approver's signed decision, its reason inside it.
-        mission = _require_state(state, cmd, "awaiting_approval")
-        assert mission.submission is not None
-        revision = cmd.payload.integer("missionRevision")
-        if revision != mission.submission.revision:
-            revision_conflict(revision, mission.submission.revision, "submitted Mission")
-        for member in ("reason", "conditions"):
-            if cmd.payload.has(member):
-                invalid(
-                    f"payload.{member} belongs inside the signed Approval",
-                    member=f"payload.{member}",
-                )
-        approval = signed_mission_approval(state, cmd, mission, mission.submission)
-    elif cmd.payload.has(APPROVAL_MEMBER):
-        invalid(
-            f"payload.{APPROVAL_MEMBER} is not known to this Group's rules",
-            member=f"payload.{APPROVAL_MEMBER}",
-        )
+        approval = _signed_decision(state, cmd, ("reason", "conditions"))  # reason: comments
     else:
-        approval = _decision(state, cmd, ctx, drafts, "changes_requested")
+        approval = _unsigned_decision(state, cmd, ctx, drafts, "changes_requested")
     drafts.add(
         "mission.changes_requested",
         ("mission", state.mission_id),
