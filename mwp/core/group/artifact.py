@@ -227,12 +227,11 @@ def _derives_from(state: GroupState, sources: Iterable[str], content_hash: str) 
     return False
 
 
-def index_entry(event: Json) -> Json:
-    """What the Group keeps of a published Artifact (the full manifest stays in the Event)."""
-    payload = event["payload"]
-    manifest = payload["manifest"]
+def manifest_entry(manifest: Json) -> Json:
+    """What the Group keeps of an Artifact's manifest (the whole manifest stays in the Event
+    that brought it: a publication or an import)."""
     producer = manifest["producer"]
-    entry: Json = {
+    return {
         "contentHash": manifest["contentHash"],
         "artifactId": manifest["artifactId"],
         "workItemId": manifest["workItemId"],
@@ -247,6 +246,14 @@ def index_entry(event: Json) -> Json:
         "classification": manifest["classification"],
         "sourceArtifactHashes": manifest["sourceArtifactHashes"],
         "createdAt": manifest["createdAt"],
+    }
+
+
+def index_entry(event: Json) -> Json:
+    """What the Group keeps of a published Artifact."""
+    payload = event["payload"]
+    entry: Json = {
+        **manifest_entry(payload["manifest"]),
         "ownershipEpoch": payload["ownershipEpoch"],
         "publishedAt": event["occurredAt"],
         "eventId": event["eventId"],

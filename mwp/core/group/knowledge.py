@@ -39,7 +39,7 @@ from typing import Any, Final, NoReturn
 
 from mwp.core.errors import ErrorCode
 from mwp.core.group.api import RULES_LEDGER, AuthorityContext
-from mwp.core.group.artifact import MANIFEST_MEMBER
+from mwp.core.group.artifact import MANIFEST_MEMBER, manifest_entry
 from mwp.core.group.clock import reached
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.incoming import Incoming
@@ -320,23 +320,8 @@ def _decide_import(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
 
 def _evolve_imported(state: GroupState, event: Json) -> None:
     payload = event["payload"]
-    manifest = payload[MANIFEST_MEMBER]
-    producer = manifest["producer"]
     entry: Json = {
-        "contentHash": manifest["contentHash"],
-        "artifactId": manifest["artifactId"],
-        "workItemId": manifest["workItemId"],  # of the source Group
-        "producer": {
-            "agentId": producer["agentId"],
-            "agentCardVersion": producer["agentCardVersion"],
-        },
-        "mediaType": manifest["mediaType"],
-        "schemaUri": manifest["schemaUri"],
-        "sizeBytes": manifest["sizeBytes"],
-        "uri": manifest["uri"],
-        "classification": manifest["classification"],
-        "sourceArtifactHashes": manifest["sourceArtifactHashes"],
-        "createdAt": manifest["createdAt"],
+        **manifest_entry(payload[MANIFEST_MEMBER]),  # its workItemId is the source Group's
         "publishedAt": event["occurredAt"],
         "eventId": event["eventId"],
         "importedFrom": {
