@@ -1,16 +1,22 @@
 """One Group's signed Event log in an object store: append, read after a sequence, verify.
 
 Layout: one object per entry, ``groups/<group>/events/<sequence, 12 digits>.json``, holding the
-entry's exact JCS bytes (see :mod:`mwp.core.log.event_log`). Objects are written once and in
-sequence order, one at a time, so after a crash the stored entries are still a contiguous run;
-a retry rewrites nothing and fills in the rest.
+entry's exact JCS bytes (see :mod:`mwp.core.log.event_log`). Objects are written once, a
+batch at a time (:meth:`~mwp.stores.objects.ObjectStore.put_many_if_absent`: on a folder one
+fsync per entry and one for the folder), visible in sequence order and all durable when the
+append returns. After a process crash the stored entries are a contiguous run; after a machine
+crash mid-append the unfinished batch may have lost any of its entries. Either way the retry
+rewrites nothing stored and writes the missing entries with the same bytes (sealing is
+deterministic), so the log is complete again, byte for byte.
 
 The mirror activity calls :meth:`GroupEventLog.seal_and_append` with the accepted, unsigned
 Events of a batch and the Group Authority's key. It is safe to call again with the same batch
 (or one overlapping what is stored) after a crash: entries already stored are left as they are,
 whether the retry re-signs them to the same bytes or, after a key rotation, to other bytes.
 What it refuses (:class:`EventLogError`) is a batch that would rewrite history: another Event
-at a stored sequence, or a batch that does not continue from the stored entry before it.
+at a stored sequence, or a batch that does not continue from the stored entry before it. (So
+a retry with a rotated key after a machine crash that left a gap inside a batch is refused,
+writing nothing: the entry after the gap links to one only the old key reproduces.)
 
 All calls are synchronous (boto3 is); an async activity runs them in a thread.
 """
@@ -116,23 +122,40 @@ class GroupEventLog:
         first = self._check_batch([(e.get("groupId"), e.get("sequence")) for e in events])
         previous = self._previous_hash(first)
         written = stored = 0
-        for offset, event in enumerate(events):
-            sequence = first + offset
-            entry = seal(event, previous, key_id, key)
+        offset = 0
+        while offset < len(events):
+            entries: list[LogEntry] = []
+            for event in events[offset:]:
+                entries.append(seal(event, previous, key_id, key))
+                previous = entries[-1].signing_hash
             try:
-                created = self.store.put_if_absent(self.key(sequence), entry.data)
-            except ObjectConflict:
-                # Stored earlier, signed to other bytes (another key): the same Event is fine.
-                existing = self._stored(sequence)
-                same = unsealed(existing.event) == unsealed(event)
-                if not same or existing.previous_hash != previous:
-                    raise EventLogError(
-                        "conflict", self.group_id, sequence, "another Event is stored there"
-                    ) from None
-                entry, created = existing, False
-            written += created
-            stored += not created
-            previous = entry.signing_hash
+                created = self.store.put_many_if_absent(
+                    [(self.key(e.sequence), e.data) for e in entries]
+                )
+            except ObjectConflict as conflict:
+                # Stored earlier, signed to other bytes (another key): the same Events are
+                # fine. Keep the stored run and chain on from it, then batch the rest again.
+                created = list(conflict.written)
+                offset += len(created)
+                sequence = first + offset
+                previous = entries[len(created)].previous_hash
+                existing: LogEntry | None = self._stored(sequence)
+                while existing is not None:
+                    same = unsealed(existing.event) == unsealed(events[offset])
+                    if not same or existing.previous_hash != previous:
+                        raise EventLogError(
+                            "conflict", self.group_id, sequence, "another Event is stored there"
+                        ) from None
+                    stored += 1
+                    previous = existing.signing_hash
+                    offset, sequence = offset + 1, sequence + 1
+                    existing = self.get(sequence) if offset < len(events) else None
+                if offset < len(events):
+                    self._refuse_to_fill_a_gap(sequence)
+            else:
+                offset = len(events)
+            written += sum(created)
+            stored += len(created) - sum(created)
         return AppendResult(written, stored, first + len(events) - 1, previous)
 
     def append_batch(self, entries: Sequence[LogEntry]) -> AppendResult:
@@ -146,22 +169,36 @@ class GroupEventLog:
             return AppendResult(0, 0, None, None)
         first = self._check_batch([(e.group_id, e.sequence) for e in entries])
         previous = self._previous_hash(first)
-        written = stored = 0
-        for entry in entries:
+        for entry in entries:  # every link checked before anything is written
             if entry.previous_hash != previous:
                 raise EventLogError(
                     "broken-link", self.group_id, entry.sequence, f"links to {entry.previous_hash}"
                 )
-            try:
-                created = self.store.put_if_absent(self.key(entry.sequence), entry.data)
-            except ObjectConflict:
-                raise EventLogError(
-                    "conflict", self.group_id, entry.sequence, "another entry is stored there"
-                ) from None
-            written += created
-            stored += not created
             previous = entry.signing_hash
-        return AppendResult(written, stored, entries[-1].sequence, previous)
+        try:
+            created = self.store.put_many_if_absent(
+                [(self.key(e.sequence), e.data) for e in entries]
+            )
+        except ObjectConflict as conflict:
+            raise EventLogError(
+                "conflict",
+                self.group_id,
+                first + len(conflict.written),
+                "another entry is stored there",
+            ) from None
+        written = sum(created)
+        return AppendResult(written, len(created) - written, entries[-1].sequence, previous)
+
+    def _refuse_to_fill_a_gap(self, sequence: int) -> None:
+        """After entries signed by another key, ``sequence`` is absent: refuse, before writing,
+        when a later entry is stored (a machine crash lost names out of order). It links to the
+        lost entry, which only that other key reproduces."""
+        for key in self.store.list_keys(self.prefix, after=self.key(sequence), limit=1):
+            later = sequence_of_key(self.prefix, key)
+            if later is not None:
+                raise EventLogError(
+                    "conflict", self.group_id, later, f"sequence {sequence} is missing before it"
+                )
 
     def _check_batch(self, items: list[tuple[Any, Any]]) -> int:
         first = items[0][1]

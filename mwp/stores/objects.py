@@ -6,6 +6,8 @@ Event log and the Artifact store run unchanged on either:
 * ``put_if_absent(key, data)`` writes an object at most once. It returns True when it created
   the object, False when the same bytes are already there (an idempotent retry), and raises
   :class:`ObjectConflict` when different bytes are, which are then left untouched.
+* ``put_many_if_absent(items)`` is ``put_if_absent`` for each ``(key, data)`` in order, as one
+  durable batch (see :meth:`FolderObjectStore.put_many_if_absent`).
 * ``put_stream_if_absent`` does the same for a body given as chunks, without holding it in
   memory (multipart on S3), and refuses to commit it if its SHA-256 is not the expected one.
 * ``get`` / ``open_stream`` read an object, None when it is absent.
@@ -24,7 +26,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -43,11 +45,16 @@ class ObjectStoreError(RuntimeError):
 
 
 class ObjectConflict(ObjectStoreError):  # noqa: N818 (a conflict, not a crash)
-    """Different bytes already exist under ``key``; nothing was overwritten."""
+    """Different bytes already exist under ``key``; nothing was overwritten.
 
-    def __init__(self, key: str) -> None:
+    From a batch write, ``written`` holds the results of the items before the refused one
+    (stored and durable, as if put one by one); the items after it were not written.
+    """
+
+    def __init__(self, key: str, written: Sequence[bool] = ()) -> None:
         super().__init__(f"a different object already exists under {key!r}")
         self.key = key
+        self.written = tuple(written)
 
 
 class DigestMismatch(ObjectStoreError):  # noqa: N818
@@ -88,6 +95,12 @@ class ObjectStore(Protocol):
     """The write-once contract of the module docstring."""
 
     def put_if_absent(self, key: str, data: bytes) -> bool: ...
+
+    def put_many_if_absent(self, items: Sequence[tuple[str, bytes]]) -> list[bool]:
+        """``put_if_absent`` of each item in order, one result each; when it returns, every
+        item is stored and durable. A conflict raises :class:`ObjectConflict` at the first
+        refused item, with the items before it written and nothing after it."""
+        ...
 
     def put_stream_if_absent(
         self, key: str, chunks: Iterable[bytes], *, expect_sha256: str | None = None
@@ -167,6 +180,88 @@ class FolderObjectStore:
             return _settle(key, existing == data)
         return self._write(path, key, [data], lambda: self.get(key) == data)
 
+    def put_many_if_absent(self, items: Sequence[tuple[str, bytes]]) -> list[bool]:
+        """Write each absent item once, in order: one file fsync per item and one fsync per
+        folder touched, instead of a folder fsync per item.
+
+        Every body is written to its temporary file and fsynced first; then the files are linked
+        into place in item order; then each folder that gained a name is fsynced once. So a
+        reader sees the items appear in order, each complete, and when the call returns all of
+        them are durable. A refused item (different bytes stored, found before or at its link)
+        stops the batch there: the items before it are linked and synced, none after it is
+        linked, and :class:`ObjectConflict` carries their results.
+
+        What a crash can leave, and why a retry of the same batch repairs it: a process crash
+        leaves every linked item whole and visible (links are atomic; bodies were complete
+        before their link), so the stored items are a prefix of the batch. A machine crash
+        before the folder fsync may lose any of this batch's links, even one before a kept
+        one, though every surviving name holds its whole fsynced body; a reader may have seen
+        an item that is then gone. Neither completed the call, so the caller retries it (the
+        mirror activity is retried with the same batch, which the MissionWorkflow keeps until
+        it completes): stored items with equal bytes are kept, missing ones are written again.
+        For the Group Event log the bytes written again are the same as those a reader saw:
+        sealing is deterministic (JCS of the Event with its chain link, the signature time
+        copied from the Event, and Ed25519, whose RFC 8032 signatures have no randomness), so
+        the same Event, link and Group Authority key give the same entry. (Only a key replaced
+        between the crash and the retry gives other bytes; the keyring never replaces one.)
+        """
+        paths = [self._path(key) for key, _ in items]  # every key checked before any write
+        results: list[bool] = []
+        staged: list[tuple[int, Path]] = []  # (item, temporary file), in item order
+        refused: int | None = None
+        try:
+            for index, ((_, data), path) in enumerate(zip(items, paths, strict=True)):
+                existing = _read(path)
+                if existing is not None:  # an idempotent retry: one read, no temporary file
+                    if existing != data:
+                        refused = index
+                        break
+                    results.append(False)
+                    continue
+                staged.append((index, self._staged(data)))
+                results.append(True)
+            folders: dict[Path, None] = {}  # the folders to sync, in first-touched order
+            for index, tmp in staged:
+                path = paths[index]
+                if path.parent not in folders:
+                    folders.update(dict.fromkeys(_ensure_folder(path.parent)))
+                try:
+                    os.link(tmp, path)  # atomic, and refuses an existing name
+                except FileExistsError:  # a concurrent writer, or a key twice in the batch
+                    if _read(path) != items[index][1]:
+                        refused = index
+                        break
+                    results[index] = False
+                    continue
+                folders[path.parent] = None
+            if self.fsync:
+                for folder in folders:
+                    _sync_dir(folder)
+        finally:
+            for _, tmp in staged:
+                tmp.unlink(missing_ok=True)
+        if refused is not None:
+            raise ObjectConflict(items[refused][0], results[:refused])
+        return results
+
+    def _staged(self, data: bytes) -> Path:
+        """``data`` in a new temporary file, fsynced."""
+        try:
+            fd, tmp_name = tempfile.mkstemp(dir=self._tmp)
+        except FileNotFoundError:
+            self._tmp.mkdir(parents=True, exist_ok=True)
+            fd, tmp_name = tempfile.mkstemp(dir=self._tmp)
+        tmp = Path(tmp_name)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                if self.fsync:
+                    os.fsync(handle.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return tmp
+
     def put_stream_if_absent(
         self, key: str, chunks: Iterable[bytes], *, expect_sha256: str | None = None
     ) -> bool:
@@ -213,13 +308,14 @@ class FolderObjectStore:
                     os.fsync(handle.fileno())
             if before_link is not None:
                 before_link()
-            path.parent.mkdir(parents=True, exist_ok=True)
+            created = _ensure_folder(path.parent)
             try:
                 os.link(tmp, path)  # atomic, and refuses an existing name
             except FileExistsError:
                 return _settle(key, same())
             if self.fsync:
-                _sync_dir(path.parent)
+                for folder in [*created, path.parent]:
+                    _sync_dir(folder)
             return True
         finally:
             tmp.unlink(missing_ok=True)
@@ -266,6 +362,19 @@ class FolderObjectStore:
 
     def uri(self, key: str) -> str:
         return self._path(key).as_uri()
+
+
+def _ensure_folder(folder: Path) -> list[Path]:
+    """Create ``folder`` and its missing parents; the folders that gained a folder's name
+    (whose fsync makes the new folders durable), outermost first."""
+    missing: list[Path] = []
+    probe = folder
+    while not probe.is_dir():
+        missing.append(probe)
+        probe = probe.parent
+    if missing:
+        folder.mkdir(parents=True, exist_ok=True)
+    return [created.parent for created in reversed(missing)]
 
 
 def _sync_dir(folder: Path) -> None:
@@ -399,6 +508,21 @@ class S3ObjectStore:
         if self.get(key) != data:  # a concurrent writer replaced it
             raise ObjectConflict(key)
         return True
+
+    def put_many_if_absent(self, items: Sequence[tuple[str, bytes]]) -> list[bool]:
+        """One conditional PUT after another, in item order: S3 has no multi-object write,
+        and each PUT is durable when it returns, so the stored items are always a prefix of
+        the batch and a retry completes it (see :meth:`FolderObjectStore.put_many_if_absent`).
+        """
+        for key, _ in items:
+            check_key(key)
+        results: list[bool] = []
+        for key, data in items:
+            try:
+                results.append(self.put_if_absent(key, data))
+            except ObjectConflict:
+                raise ObjectConflict(key, results) from None
+        return results
 
     def put_stream_if_absent(
         self, key: str, chunks: Iterable[bytes], *, expect_sha256: str | None = None

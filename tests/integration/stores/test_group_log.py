@@ -12,6 +12,7 @@ from mwp.core.trust.registry import RegistryEvidence
 from mwp.core.wire.ed25519 import SigningKey
 from mwp.log.group_log import EventLogError, GroupEventLog
 from mwp.stores.objects import FolderObjectStore, ObjectStore
+from mwp.stores.removal import delete_object
 from tests.event_log_samples import (
     AUTHORITY,
     AUTHORITY_KEY,
@@ -72,6 +73,17 @@ def test_a_crash_mid_batch_is_completed_by_the_retry(log: GroupEventLog) -> None
     assert [e.data for e in log.read()] == [e.data for e in chain(8)]
 
 
+def test_entries_a_machine_crash_lost_are_rewritten_byte_for_byte(log: GroupEventLog) -> None:
+    log.seal_and_append(events(1, 2), KEY_ID, AUTHORITY_KEY)
+    log.seal_and_append(events(3, 8), KEY_ID, AUTHORITY_KEY)
+    seen = [e.data for e in log.read()]
+    for sequence in (4, 5, 7):  # any names of the unsynced batch, not only its last ones
+        delete_object(log.store, log.key(sequence))
+    retry = log.seal_and_append(events(3, 8), KEY_ID, AUTHORITY_KEY)
+    assert (retry.written, retry.already_stored) == (3, 3)
+    assert [e.data for e in log.read()] == seen == [e.data for e in chain(8)]
+
+
 def test_a_retry_after_a_key_rotation_keeps_what_is_stored(log: GroupEventLog) -> None:
     log.seal_and_append(events(1, 3), KEY_ID, AUTHORITY_KEY)
     stored = [e.data for e in log.read()]
@@ -87,6 +99,18 @@ def test_a_retry_after_a_key_rotation_keeps_what_is_stored(log: GroupEventLog) -
     )
     assert log.verify_all(both).verified == 5
     assert log.verify_all(EVIDENCE).fault is not None  # the new key is not in the old evidence
+
+
+def test_a_gap_a_rotated_key_cannot_bridge_is_refused(log: GroupEventLog) -> None:
+    log.seal_and_append(events(1, 5), KEY_ID, AUTHORITY_KEY)
+    delete_object(log.store, log.key(3))  # a machine crash lost it, and the key was replaced
+    with pytest.raises(EventLogError) as raised:
+        log.seal_and_append(events(2, 5), ROTATED_KEY_ID, ROTATED_KEY)
+    assert raised.value.reason == "conflict" and raised.value.sequence == 4
+    assert [e.sequence for e in log.read()] == [1, 2]  # nothing written
+    retry = log.seal_and_append(events(2, 5), KEY_ID, AUTHORITY_KEY)  # the old key bridges it
+    assert (retry.written, retry.already_stored) == (1, 3)
+    assert [e.data for e in log.read()] == [e.data for e in chain(5)]
 
 
 def test_another_event_at_a_stored_sequence_is_refused(log: GroupEventLog) -> None:

@@ -37,6 +37,22 @@ def test_put_is_write_once(object_store: ObjectStore) -> None:
     assert object_store.get("a/one.json") == b"first"
 
 
+def test_a_batch_is_written_once_in_order(object_store: ObjectStore) -> None:
+    object_store.put_if_absent("b/2", b"two")
+    items = [("b/1", b"one"), ("b/2", b"two"), ("b/3", b"three")]
+    assert object_store.put_many_if_absent(items) == [True, False, True]
+    assert object_store.put_many_if_absent(items) == [False, False, False]  # a retry
+    assert [object_store.get(key) for key, _ in items] == [b"one", b"two", b"three"]
+    with pytest.raises(ObjectConflict) as raised:
+        object_store.put_many_if_absent([("c/1", b"x"), ("b/3", b"other"), ("c/2", b"y")])
+    assert (raised.value.key, raised.value.written) == ("b/3", (True,))
+    assert object_store.get("b/3") == b"three" and object_store.get("c/1") == b"x"
+    assert not object_store.exists("c/2")  # nothing after the refused item
+    with pytest.raises(ValueError):
+        object_store.put_many_if_absent([("d/1", b"x"), ("d//2", b"y")])
+    assert not object_store.exists("d/1")  # a bad key anywhere: nothing written
+
+
 def test_absent_objects_read_as_none(object_store: ObjectStore) -> None:
     assert object_store.get("a/missing") is None
     assert object_store.open_stream("a/missing") is None
