@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from tests.histories import HISTORIES
 
@@ -40,11 +41,24 @@ EXPORT_FILE = "export.jsonl"
 Run = dict[str, Any]  # workflowId, runId, workflowType, history (the JSON dict)
 
 
-async def export_all(address: str, namespace: str, into: Path) -> int:
-    """Write every run's history on the server to ``into``/export.jsonl; how many."""
-    client = await Client.connect(address, namespace=namespace)
+async def export_all(address: str, namespaces: Iterable[str], into: Path) -> int:
+    """Append every run's history in ``namespaces`` (the authority's, and the agents' where
+    the AgentWorkflows run; one that was never created is skipped) to ``into``/export.jsonl;
+    how many."""
     count = 0
-    with (into / EXPORT_FILE).open("w", encoding="utf-8") as out:
+    for namespace in namespaces:
+        client = await Client.connect(address, namespace=namespace)
+        try:
+            count += await _export(client, into)
+        except RPCError as error:
+            if error.status != RPCStatusCode.NOT_FOUND:
+                raise
+    return count
+
+
+async def _export(client: Client, into: Path) -> int:
+    count = 0
+    with (into / EXPORT_FILE).open("a", encoding="utf-8") as out:
         async for execution in client.list_workflows():
             handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
             history = await handle.fetch_history()
@@ -147,6 +161,16 @@ def _ended(chains: list[list[Run]], status: str) -> list[Run] | None:
     return max(ended, key=lambda c: sum(len(_event_types(r)) for r in c)) if ended else None
 
 
+def scrubbed(value: Any) -> Any:
+    """``value`` with every failure's ``stackTrace`` emptied: it names the recording machine's
+    paths, and replay never reads it."""
+    if isinstance(value, dict):
+        return {k: "" if k == "stackTrace" else scrubbed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrubbed(v) for v in value]
+    return value
+
+
 def write(chosen: dict[str, Run], release: str) -> Path:
     folder = HISTORIES / release
     if folder.exists():
@@ -156,7 +180,7 @@ def write(chosen: dict[str, Run], release: str) -> Path:
         document = {
             "workflowType": run["workflowType"],
             "workflowId": run["workflowId"],
-            "history": run["history"],
+            "history": scrubbed(run["history"]),
         }
         (folder / f"{name}.json").write_text(json.dumps(document, indent=1) + "\n", "utf-8")
     return folder

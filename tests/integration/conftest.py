@@ -69,8 +69,10 @@ def temporal_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backgro
         record = os.environ.get("MWP_RECORD_HISTORIES")
         if record:  # python -m tests.histories.record: keep every history this server made
             from tests.histories.record import export_all
+            from tests.integration.gateway_agents import AGENTS_NAMESPACE
 
-            asyncio.run(export_all(stack.address, stack.namespace, Path(record)))
+            namespaces = (stack.namespace, AGENTS_NAMESPACE)
+            asyncio.run(export_all(stack.address, namespaces, Path(record)))
         stack.stop()
 
 
