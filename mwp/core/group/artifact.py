@@ -79,7 +79,7 @@ def _decide_publish(
         bad_transition("WorkItem", item.state, cmd.kind)
     owner = require_owner(item, cmd)
     lease = require_lease(item, cmd, ctx)
-    manifest = _manifest(cmd)
+    manifest = signed_manifest(cmd)
     content_hash = manifest["contentHash"]
     published = state.artifacts.get(content_hash)
     if published is not None:
@@ -104,7 +104,7 @@ def _decide_publish(
     )
 
 
-def _manifest(cmd: Incoming) -> Json:
+def signed_manifest(cmd: Incoming) -> Json:
     """The manifest as signed (never normalized: its signature covers these exact values)."""
     manifest = _manifest_object(cmd.payload)
     try:

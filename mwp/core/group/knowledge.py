@@ -39,7 +39,7 @@ from typing import Any, Final, NoReturn
 
 from mwp.core.errors import ErrorCode
 from mwp.core.group.api import RULES_LEDGER, AuthorityContext
-from mwp.core.group.artifact import MANIFEST_MEMBER, manifest_entry
+from mwp.core.group.artifact import MANIFEST_MEMBER, manifest_entry, signed_manifest
 from mwp.core.group.clock import reached
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.incoming import Incoming
@@ -49,7 +49,6 @@ from mwp.core.group.roles import coordinator_only
 from mwp.core.group.rules import CommandRule, by_agent, no_target
 from mwp.core.group.state import GroupState
 from mwp.core.group.work_item_state import active_mission
-from mwp.core.models import DocumentInvalid, validate_document
 from mwp.core.trust.signed_document import Profile, sign, signing_hash
 from mwp.core.wire.ed25519 import SigningKey
 from mwp.core.wire.values import is_identifier, is_profile_timestamp, is_sha256_ref
@@ -200,17 +199,8 @@ def _wrong(member: str, message: str, **details: Any) -> NoReturn:
 
 
 def _checked_manifest(state: GroupState, cmd: Incoming) -> Json:
-    manifest = _object(cmd.payload, MANIFEST_MEMBER)
-    try:
-        validate_document("artifact.schema.json", manifest)
-    except DocumentInvalid as exc:
-        # Among them a manifest without its provenance (PROVENANCE_MEMBERS): all required.
-        reject(
-            ErrorCode.SCHEMA_VALIDATION_FAILED,
-            f"the Artifact manifest is invalid: {exc.reason}",
-            member=f"payload.{MANIFEST_MEMBER}",
-            reason=exc.reason,
-        )
+    # Schema-valid: a manifest without its provenance (PROVENANCE_MEMBERS, all required) fails.
+    manifest = signed_manifest(cmd)
     if manifest["groupId"] == state.group_id or manifest["missionId"] == state.mission_id:
         _wrong(
             f"payload.{MANIFEST_MEMBER}.groupId",
