@@ -68,7 +68,7 @@ def build_authority_worker(
         raise ValueError("an authority worker needs a keyring (or a mirror) to seal messages")
     activities = [*ACTIVITIES, *ServiceSealer(keyring).activities]
     if mirror is not None:
-        activities.append(mirror.mirror_events)
+        activities += [mirror.mirror_events, mirror.archive_group]
         # The mirror does blocking file or S3 I/O: it runs in threads, never on the loop.
         options.setdefault("activity_executor", ThreadPoolExecutor(max_workers=4))
     return Worker(

@@ -35,7 +35,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 
 from mwp.activities.evidence import SIGN_EVIDENCE, EvidenceSigningRequest
 from mwp.contracts.command_size import check_command_size
@@ -55,6 +55,7 @@ from mwp.contracts.messages import (
 )
 from mwp.contracts.metrics import CommandMetrics
 from mwp.contracts.mission import (
+    ARCHIVE_GROUP,
     CLOSED_RETENTION_SECONDS,
     DETAILS_ROWS,
     MIRROR_BATCH_BYTES,
@@ -78,6 +79,7 @@ from mwp.contracts.mission import (
     SNAPSHOT_CAPACITY,
     SUMMARY_CHARS,
     UPDATE_COMMAND,
+    ArchiveRequest,
     MirrorBatch,
     MissionInput,
     TimerReport,
@@ -106,6 +108,7 @@ from mwp.core.group.api import (
     RULES_CONTEXT,
     RULES_DOOR,
     RULES_LEDGER,
+    RULES_OVERSIGHT,
     AuthorityContext,
     ChildSettled,
     Envelope,
@@ -113,7 +116,7 @@ from mwp.core.group.api import (
     TimerFired,
 )
 from mwp.core.group.approval import embedded_approval
-from mwp.core.group.archive import GROUP_ARCHIVE_KIND
+from mwp.core.group.archive import GROUP_ARCHIVE_KIND, completed_snapshot
 from mwp.core.group.artifact import embedded_manifest
 from mwp.core.group.context_package import embedded_context_package
 from mwp.core.group.knowledge import (
@@ -142,6 +145,8 @@ from mwp.workflows.work_item import WorkItemWorkflow
 # 2 MiB; an unsettled WorkItem takes about 4 KB of JSON, a settled one a short record (its full
 # view is its WorkItemWorkflow's result), and the receipts up to about 1 MB.
 PACKED_SNAPSHOT = "zlib+base64:json"
+# Tries at archiving a Group at the end of its retention window before it completes unarchived.
+ARCHIVE_ATTEMPTS = 3
 
 
 def pack_snapshot(snapshot: dict[str, Any]) -> dict[str, Any]:
@@ -222,8 +227,13 @@ class MissionWorkflow:
         self._contexts = self._archives and workflow.patched(patches.MISSION_CONTEXT_PACKAGES.id)
         # Usage records, review records and signed Approvals, in every run started after them.
         self._ledger = self._contexts and workflow.patched(patches.MISSION_LEDGER.id)
+        # Runaway controls, override grants, compact archive Commands, and archiving a closed
+        # Group at the end of its retention window, in every run started after them.
+        self._oversight = self._ledger and workflow.patched(patches.MISSION_OVERSIGHT.id)
         self._rules = (
-            RULES_LEDGER
+            RULES_OVERSIGHT
+            if self._oversight
+            else RULES_LEDGER
             if self._ledger
             else RULES_CONTEXT
             if self._contexts
@@ -250,6 +260,7 @@ class MissionWorkflow:
         self._completes = workflow.patched(patches.MISSION_COMPLETES.id)
         self._closed_at: datetime | None = None  # when this run first saw the Mission closed
         self._ending = False  # the retention window is over: new Commands are refused
+        self._archive_attempts = 0  # archiving the Group at the end of its retention window
         self._cancel_asked: set[str] = set()  # cancelled items whose child was asked to cancel
         # The most recently changed WorkItems (ID: goal), for the table in the details, and
         # the goals this run has read (a goal never changes; reading one builds a whole view).
@@ -390,6 +401,21 @@ class MissionWorkflow:
             except TimeoutError:
                 pass
         self._ending = True
+        if self._oversight and not self._archived() and self._archive_attempts < ARCHIVE_ATTEMPTS:
+            # Organization policy: a closed Group is archived by the end of its retention
+            # window. Once the log holds every Event, the archival service signs the final
+            # snapshot; the Group decides its archive Command like any other.
+            await workflow.wait_condition(
+                lambda: (
+                    self._has_inbox()
+                    or self._failed(publisher)
+                    or (workflow.all_handlers_finished() and self._settled() and not self._outbox)
+                )
+            )
+            if self._has_inbox() or self._failed(publisher):
+                return False
+            await self._archive_group()
+            return False  # its Events are recorded (or it gave up): wind down again
         await workflow.wait_condition(
             lambda: (
                 self._has_inbox()
@@ -398,6 +424,53 @@ class MissionWorkflow:
             )
         )
         return not (self._has_inbox() or self._failed(publisher))
+
+    async def _archive_group(self) -> None:
+        """Have the archival service snapshot the Group and sign its archive Command, then
+        decide it. An Event recorded meanwhile (a timer's, a child's) outdates the snapshot:
+        the next attempt covers it. A Group that cannot be archived completes unarchived."""
+        self._archive_attempts += 1
+        sequence = self._authority.sequence
+        try:
+            evidence = self._registry.evidence
+        except ValueError:
+            evidence = None
+        if evidence is None:
+            workflow.logger.error(
+                "no Registry evidence: Group %s is not archived", self._authority.group_id
+            )
+            self._archive_attempts = ARCHIVE_ATTEMPTS
+            return
+        try:
+            wire = await workflow.execute_activity(
+                ARCHIVE_GROUP,
+                ArchiveRequest(
+                    self._authority.group_id, self._principal.id, sequence, evidence.to_json()
+                ),
+                result_type=str,
+                task_queue=self._input.mirror_task_queue or AUTHORITY_TASK_QUEUE,
+                start_to_close_timeout=timedelta(minutes=10),
+                heartbeat_timeout=timedelta(minutes=1),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(seconds=1),
+                    maximum_interval=timedelta(seconds=30),
+                    maximum_attempts=20,
+                ),
+                summary=f"archive the Group through sequence {sequence}",
+            )
+        except ActivityError as exc:
+            workflow.logger.error("the Group cannot be archived: %s", exc.cause or exc)
+            self._archive_attempts = ARCHIVE_ATTEMPTS
+            return
+        if self._authority.sequence != sequence:
+            return  # outdated while it was made
+        try:
+            envelope, context = self._admit(wire)
+            outcome = self._authority.submit(envelope, context)
+        except (ApplicationError, MwpError) as exc:
+            workflow.logger.error("the archive Command was refused: %s", exc)
+            return
+        self._after_accept(outcome)
 
     def _archived(self) -> bool:
         """``group.archived`` is recorded: the Group takes nothing more, so the retention
@@ -605,11 +678,10 @@ class MissionWorkflow:
             elif self._archives and verified.document.get("kind") == GROUP_ARCHIVE_KIND:
                 # The final snapshot is signed by its creator (the core checks who that may
                 # be), verified here against the same Registry evidence.
-                verify_value(
-                    verified.document["payload"].get("snapshot"),
-                    PROFILES["group-snapshot"],
-                    evidence,
-                )
+                snapshot = verified.document["payload"].get("snapshot")
+                if self._oversight:  # a compact snapshot is verified with its Event IDs
+                    snapshot = completed_snapshot(snapshot, self._authority.sequence)
+                verify_value(snapshot, PROFILES["group-snapshot"], evidence)
             if self._contexts:
                 # A carried Context Package is signed by its generator: verified here too.
                 package = embedded_context_package(

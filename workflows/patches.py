@@ -117,6 +117,17 @@ MISSION_LEDGER = Patch(
     "test_usage_is_charged_logged_refused_over_budget_and_needs_the_ledger_patch",
 )
 
+MISSION_OVERSIGHT = Patch(
+    "mission-oversight",
+    "2026-12-02",
+    "MissionWorkflow",
+    "Commands are decided under the oversight rules (AuthorityContext.rules, RULES_OVERSIGHT); "
+    "a closed Group whose retention window ends unarchived archives itself before the "
+    "workflow completes",
+    shown_by="tests/integration/test_group_archive.py::"
+    "test_a_closed_group_archives_itself_when_its_retention_window_ends",
+)
+
 # Oldest first.
 PATCHES: tuple[Patch, ...] = (
     MISSION_SEALED_MESSAGES,
@@ -127,4 +138,5 @@ PATCHES: tuple[Patch, ...] = (
     MISSION_ARCHIVES,
     MISSION_CONTEXT_PACKAGES,
     MISSION_LEDGER,
+    MISSION_OVERSIGHT,
 )

@@ -513,14 +513,21 @@ async def _record_archive(
 ) -> dict[str, Any]:
     """Send the Group its archive Command carrying the stored final snapshot; the Events."""
     from mwp.client import ClientError, connect
+    from mwp.client.identity import wire_text
     from mwp.client.missions import MissionHandle
-    from mwp.core.group.archive import GROUP_ARCHIVE_KIND
+    from mwp.contracts.command_size import MAX_COMMAND_BYTES, command_payload_bytes
+    from mwp.core.group.archive import GROUP_ARCHIVE_KIND, compact_snapshot
     from mwp.log.compaction import final_snapshot
 
     final = final_snapshot(log, reference)
     command = identity.command(
         GROUP_ARCHIVE_KIND, {"snapshot": final.document}, group_id=args.group
     )
+    if command_payload_bytes(wire_text(command)) > MAX_COMMAND_BYTES:
+        # A large Group's Event IDs do not fit: the Group derives them (rules from oversight).
+        command = identity.command(
+            GROUP_ARCHIVE_KIND, {"snapshot": compact_snapshot(final.document)}, group_id=args.group
+        )
     try:
         client = await connect(args.address, args.namespace)
         result = await MissionHandle(client, final.mission_id, args.group).send_signed(command)

@@ -101,6 +101,19 @@ class MirrorBatch:
     events: list[dict[str, Any]]  # accepted, unsigned, contiguous, in Group order
 
 
+# The archival service: a closed Group's signed final snapshot, and the archive Command
+# carrying it (compact), signed by its Group Authority, as its wire text.
+ARCHIVE_GROUP = "archive_group"
+
+
+@dataclass
+class ArchiveRequest:
+    group_id: str
+    authority_id: str  # the Group Authority Principal: it signs the snapshot and the Command
+    through_sequence: int  # the Group's last sequence, already in the Group Event log
+    evidence: dict[str, Any]  # the Registry evidence the log's entries are verified against
+
+
 @dataclass
 class TimerReport:
     work_item_id: str

@@ -27,7 +27,7 @@ async def serve(address: str, task_queue: str, keyring: Path, log_store: str) ->
         worker = Worker(
             client,
             task_queue=task_queue,
-            activities=[mirror.mirror_events],
+            activities=[mirror.mirror_events, mirror.archive_group],
             activity_executor=executor,
         )
         print("mirror worker ready", flush=True)

@@ -18,13 +18,15 @@ from mwp.cli import main
 from mwp.client import MwpClient
 from mwp.client.identity import Identity
 from mwp.client.missions import MissionClient
+from mwp.contracts import command_size
 from mwp.contracts.messages import group_authority
 from mwp.contracts.mission import QUERY_MIRRORED_THROUGH
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.archive import GROUP_ARCHIVE_KIND
+from mwp.core.group.archive import compact_snapshot as compact
 from mwp.core.trust.registry import RegistryEvidence
 from mwp.dev.stack import BackgroundStack
-from mwp.log.compaction import archive_group, final_snapshot
+from mwp.log.compaction import archive_group, final_snapshot, latest_snapshot
 from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import open_store
 from mwp.workflows import patches
@@ -41,10 +43,10 @@ from tests.integration.missions_helper import (
 RETENTION = 120
 
 
-async def closed_rig(client: MwpClient) -> MissionRig:
+async def closed_rig(client: MwpClient, retention: int = RETENTION) -> MissionRig:
     crew = await new_crew(client, workers=1)
     missions = MissionClient(
-        client, crew.organization.organization_id, closed_retention_seconds=RETENTION
+        client, crew.organization.organization_id, closed_retention_seconds=retention
     )
     command = create_command(crew)
     created = await missions.create_signed(command)
@@ -97,7 +99,10 @@ async def archive_with_cli(
 
 
 async def test_the_cli_archives_a_closed_group_and_the_group_then_refuses_commands(
-    mwp_client: MwpClient, temporal_stack: BackgroundStack, capsys: pytest.CaptureFixture[str]
+    mwp_client: MwpClient,
+    temporal_stack: BackgroundStack,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     rig = await closed_rig(mwp_client)
     group_id = rig.mission.group_id
@@ -113,8 +118,18 @@ async def test_the_cli_archives_a_closed_group_and_the_group_then_refuses_comman
     with pytest.raises(MwpError) as refused:
         await rig.mission.send(authority, GROUP_ARCHIVE_KIND, {"snapshot": tampered})
     assert refused.value.code is ErrorCode.AUTH_INVALID_SIGNATURE
+    with pytest.raises(MwpError) as refused:  # compact: verified with its Event IDs put back
+        await rig.mission.send(authority, GROUP_ARCHIVE_KIND, {"snapshot": compact(tampered)})
+    assert refused.value.code is ErrorCode.AUTH_INVALID_SIGNATURE
     assert await rig.mission.sequence() == through
 
+    # As for a Group whose Event IDs pass the Command bound, the CLI sends a compact snapshot.
+    measure = command_size.command_payload_bytes
+    monkeypatch.setattr(
+        command_size,
+        "command_payload_bytes",
+        lambda wire: measure(wire) * (1000 if '"eventIds"' in wire else 1),
+    )
     code, out, err = await archive_with_cli(rig, temporal_stack, capsys)
     assert code == 0, err
     result = json.loads(out)
@@ -161,5 +176,43 @@ async def test_an_archiving_history_needs_its_patch(
     real = workflow.patched
     removed = patches.MISSION_ARCHIVES.id
     monkeypatch.setattr(workflow, "patched", lambda i: False if i == removed else real(i))
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert isinstance(replayed.replay_failure, workflow.NondeterminismError)
+
+
+async def test_a_closed_group_archives_itself_when_its_retention_window_ends(
+    mwp_client: MwpClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nobody archives it: at the window's end the archival service stores the signed final
+    snapshot and the Group records its archive Command (compact, signed by its Group Authority)
+    before the workflow completes. Replaying that history without the oversight patch fails:
+    the old branch completes without archiving."""
+    rig = await closed_rig(mwp_client, retention=2)
+    through = await rig.mission.sequence()
+
+    outcome = await asyncio.wait_for(workflow_result(rig), timeout=60)
+
+    assert outcome["state"] == "cancelled" and outcome["sequence"] == through + 2
+    store = open_store(stack_log_location())
+    log = GroupEventLog(store, rig.mission.group_id)
+    evidence = RegistryEvidence.from_json(await rig.crew.organization.registry.evidence_json())
+    verdict = log.verify_all(evidence)
+    assert verdict.ok and verdict.last_sequence == through + 2, verdict
+    created, archived = (e.event for e in log.read(through, 10))
+    assert [created["kind"], archived["kind"]] == ["group.snapshot.created", "group.archived"]
+    assert created["actor"]["id"] == authority_identity(rig).principal.id
+    reference = latest_snapshot(store, rig.mission.group_id)
+    assert reference is not None and reference.through_sequence == through
+    assert created["payload"]["snapshotHash"] == reference.snapshot_hash
+    final = final_snapshot(log, reference)  # its hash, state document and Mission check out
+    assert final.document["eventIds"] == [e.event["eventId"] for e in log.read(0, through)]
+    assert final.mission_id == rig.mission.mission_id
+
+    history = await rig.client.temporal.get_workflow_handle(rig.workflow_id).fetch_history()
+    replayer = production_replayer()
+    await replayer.replay_workflow(history)
+    real = workflow.patched
+    removed = patches.MISSION_OVERSIGHT.id
+    monkeypatch.setattr(workflow, "patched", lambda i: real(i) and i != removed)
     replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert isinstance(replayed.replay_failure, workflow.NondeterminismError)

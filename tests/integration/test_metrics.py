@@ -111,7 +111,7 @@ async def test_the_metrics_endpoint_counts_commands_by_outcome_and_shows_mirror_
             async with Worker(
                 temporal,
                 task_queue=mirror_queue,
-                activities=[mirror.mirror_events],
+                activities=[mirror.mirror_events, mirror.archive_group],
                 activity_executor=executor,
             ):
 

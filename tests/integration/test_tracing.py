@@ -87,7 +87,7 @@ async def test_a_command_update_the_mission_workflow_and_the_mirror_are_one_trac
             Worker(
                 workers,
                 task_queue=mirror_queue,
-                activities=[mirror.mirror_events],
+                activities=[mirror.mirror_events, mirror.archive_group],
                 activity_executor=executor,
                 plugins=[MwpPlugin()],
             ),

@@ -47,13 +47,16 @@ class Envelope:
 # then Context Packages (the ``context_package_publish`` Command; a new Worker's offer and a
 # replacement Coordinator must name a package the Group published), then the ledger (the
 # six-dimensional resource usage ledger, review records citing Evidence, the signed Approval
-# inside ``mission.approved`` and the Mission rules of issue 15 that came with them).
+# inside ``mission.approved`` and the Mission rules of issue 15 that came with them), then
+# oversight (issue 14's runaway controls and Cooperation Override Grants, and an archive
+# Command whose snapshot leaves out the Event IDs its sequence range determines).
 RULES_0_1_0 = 1
 RULES_DOOR = 2
 RULES_ARCHIVE = 3
 RULES_CONTEXT = 4
 RULES_LEDGER = 5
-CURRENT_RULES = RULES_LEDGER
+RULES_OVERSIGHT = 6
+CURRENT_RULES = RULES_OVERSIGHT
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,12 @@ Registry evidence before the core decides, as for an Artifact manifest; the core
 describes exactly this Group's Events through its current sequence and that its creator is the
 Group's own Authority (the authorized archival service, spec 6: else ``AUTH_FORBIDDEN``).
 
+From rules ``RULES_OVERSIGHT`` on the snapshot may leave out ``eventIds``: they are this
+Group's Event IDs 1 to ``throughSequence``, derived from the Group ID (``ids.event_id``), and a
+Group of many thousand Events would otherwise pass the Command size bound. The shell verifies
+the signature of the completed document (:func:`completed_snapshot`), so the creator signed
+exactly those IDs, and the core decides on that document.
+
 Both Events go on the Mission aggregate, in one atomic decision. From ``group.archived`` on the
 Group refuses every Command (``decision.py``), a byte-equal retry excepted. The two Events come
 after the snapshot's last sequence: a snapshot cannot list the Events that record it.
@@ -17,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from mwp.core.group.api import RULES_ARCHIVE, AuthorityContext
+from mwp.core.group.api import RULES_ARCHIVE, RULES_OVERSIGHT, AuthorityContext
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.ids import event_id
 from mwp.core.group.incoming import Incoming
@@ -36,6 +42,25 @@ ARCHIVAL_DECISION: Final = "group.snapshot.archival"
 SNAPSHOT_SCHEMA: Final = "group-snapshot.schema.json"
 
 
+def compact_snapshot(document: Json) -> Json:
+    """The signed final snapshot as a compact archive Command carries it: without its
+    ``eventIds``, which its Group ID and ``throughSequence`` determine."""
+    return {name: value for name, value in document.items() if name != "eventIds"}
+
+
+def completed_snapshot(snapshot: Any, sequence: int) -> Any:
+    """A compact snapshot with its ``eventIds`` put back: the Group's Event IDs 1 to its
+    ``throughSequence``. Anything else is returned as it is (the schema check refuses it), and
+    so is a ``throughSequence`` outside 1 to the Group's current ``sequence``: no Command makes
+    the shell derive more IDs than the Group has Events."""
+    if not isinstance(snapshot, dict) or "eventIds" in snapshot:
+        return snapshot
+    group_id, through = snapshot.get("groupId"), snapshot.get("throughSequence")
+    if not isinstance(group_id, str) or type(through) is not int or not 1 <= through <= sequence:
+        return snapshot
+    return {**snapshot, "eventIds": [event_id(group_id, s) for s in range(1, through + 1)]}
+
+
 def _decide_archive(
     state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
 ) -> None:
@@ -44,6 +69,8 @@ def _decide_archive(
     if not mission.terminal:
         bad_transition("Mission", mission.state, cmd.kind, reason="the Mission is not closed")
     snapshot = cmd.payload.obj("snapshot")
+    if ctx.rules >= RULES_OVERSIGHT:
+        snapshot = completed_snapshot(snapshot, state.sequence)
     try:
         validate_document(SNAPSHOT_SCHEMA, snapshot)
     except DocumentInvalid as exc:

@@ -13,7 +13,7 @@ from mwp.client import Identity
 from mwp.client.context_packages import offer_context_package
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import GroupAuthority, replay
-from mwp.core.group.api import RULES_ARCHIVE, RULES_CONTEXT, RULES_LEDGER
+from mwp.core.group.api import CURRENT_RULES, RULES_ARCHIVE, RULES_CONTEXT, RULES_LEDGER
 from mwp.core.group.context_package import (
     PUBLISH_KIND,
     PUBLISHED_KIND,
@@ -420,7 +420,7 @@ def test_the_shell_verifies_the_embedded_package_against_registry_evidence() -> 
 
 
 def test_the_harness_decides_under_the_current_rules() -> None:
-    assert Harness().rules == RULES_LEDGER > RULES_CONTEXT
+    assert Harness().rules == CURRENT_RULES >= RULES_LEDGER > RULES_CONTEXT
 
 
 def test_a_named_package_is_the_group_s_even_for_members() -> None:

@@ -12,10 +12,14 @@ from typing import Any
 
 import pytest
 
+from mwp.client.identity import wire_text
+from mwp.contracts.command_size import MAX_COMMAND_BYTES, command_payload_bytes
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import replay
-from mwp.core.group.api import RULES_DOOR
+from mwp.core.group.api import RULES_DOOR, RULES_LEDGER, RULES_OVERSIGHT
 from mwp.core.group.archive import GROUP_ARCHIVE_KIND as ARCHIVE
+from mwp.core.group.archive import compact_snapshot, completed_snapshot
+from mwp.core.group.ids import event_id
 from mwp.core.log.group_snapshot import SnapshotPurpose, build_snapshot, sign_snapshot
 from mwp.core.trust.registry import Principal
 from mwp.core.wire.ed25519 import SigningKey
@@ -212,3 +216,79 @@ def test_a_group_deciding_under_older_rules_does_not_know_the_command() -> None:
         assert caught.value.code is ErrorCode.INVALID_COMMAND
         assert "is not a Command this Authority accepts" in caught.value.message
     assert not h.authority.archived
+
+
+# --- the compact archive Command (rules from RULES_OVERSIGHT) --------------------------------
+
+
+def test_a_compact_snapshot_archives_the_group_like_the_full_one() -> None:
+    """Its Event IDs are derived from the Group ID and sequence range; the Events name the
+    full stored document's hash."""
+    full, compact = closed_harness(), closed_harness()
+    document = snapshot(full)
+    assert "eventIds" not in compact_snapshot(document)
+
+    by_full = full.submit(SERVICE, ARCHIVE, {"snapshot": document})
+    by_compact = compact.submit(SERVICE, ARCHIVE, {"snapshot": compact_snapshot(document)})
+
+    assert [e["payload"] for e in by_compact.events] == [e["payload"] for e in by_full.events]
+    assert by_compact.events[0]["payload"]["snapshotHash"] == sha256_ref(canonicalize(document))
+    assert compact.authority.archived
+
+
+def test_a_compact_snapshot_is_refused_where_it_does_not_fit_the_group() -> None:
+    h = closed_harness()
+    behind = compact_snapshot(snapshot(h, through=h.authority.sequence - 1))
+    error = h.reject(ErrorCode.INVALID_COMMAND, SERVICE, ARCHIVE, {"snapshot": behind})
+    assert (error.details or {})["reason"] == "snapshot_sequence"
+    # Past the Group's sequence no ID is derived: the document stays no Group Snapshot.
+    ahead = {**compact_snapshot(snapshot(h)), "throughSequence": h.authority.sequence + 1}
+    h.reject(ErrorCode.INVALID_COMMAND, SERVICE, ARCHIVE, {"snapshot": ahead})
+    other = compact_snapshot(snapshot(h, group_id="urn:example:group:beta"))
+    error = h.reject(ErrorCode.INVALID_COMMAND, SERVICE, ARCHIVE, {"snapshot": other})
+    assert (error.details or {})["reason"] == "snapshot_group"
+    assert not h.authority.archived
+
+
+def test_under_the_ledger_rules_a_compact_snapshot_is_no_group_snapshot() -> None:
+    h = closed_harness()
+    h.rules = RULES_LEDGER
+    h.reject(
+        ErrorCode.INVALID_COMMAND, SERVICE, ARCHIVE, {"snapshot": compact_snapshot(snapshot(h))}
+    )
+    assert not h.authority.archived
+    h.rules = RULES_OVERSIGHT
+    h.submit(SERVICE, ARCHIVE, {"snapshot": compact_snapshot(snapshot(h))})
+    assert h.authority.archived
+
+
+def test_a_large_groups_compact_archive_command_fits_the_command_bound() -> None:
+    """20,000 Events: the full snapshot is over the bound, the compact one far under it, and
+    the shell's completed document is the signed one, byte for byte."""
+    through = 20_000
+    ids = [event_id(GROUP, s) for s in range(1, through + 1)]
+    document: dict[str, Any] = parse_bytes(
+        sign_snapshot(
+            build_snapshot(
+                group_id=GROUP,
+                through_sequence=through,
+                event_ids=ids,
+                state_bytes=STATE,
+                head_hash=HEAD,
+                purpose=SnapshotPurpose.ARCHIVAL,
+                created_by=AUTHORITY,
+                created_at="2026-12-01T00:00:00Z",
+            ),
+            "urn:example:key:group-authority",
+            SigningKey(b"\x07" * 32),
+        )
+    )
+    h = closed_harness()
+
+    def size(snap: dict[str, Any]) -> int:
+        return command_payload_bytes(wire_text(h.command(SERVICE, ARCHIVE, {"snapshot": snap})))
+
+    assert size(document) > MAX_COMMAND_BYTES > 100 * size(compact_snapshot(document))
+    completed = completed_snapshot(compact_snapshot(document), through)
+    assert canonicalize(completed) == canonicalize(document)
+    assert completed_snapshot(compact_snapshot(document), through - 1) == compact_snapshot(document)
