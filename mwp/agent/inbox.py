@@ -22,7 +22,7 @@ from urllib.parse import unquote
 from mwp.core.kinds import EventKind
 from mwp.core.log.cursor import Cursor
 from mwp.core.scheduler.group_queue import SCHEDULED_KINDS
-from mwp.core.scheduler.model import TERMS_MEMBERS
+from mwp.core.scheduler.metadata import scheduling_metadata
 from mwp.core.trust.registry import Principal, RegistryEvidence
 from mwp.log.delivery import DeliveryError, subscribe
 from mwp.log.group_log import GroupEventLog
@@ -38,24 +38,10 @@ DEFAULT_BATCH = 200
 
 
 def slim(event: Mapping[str, Any]) -> Json:
-    """The members of an Event the Scheduler reads (of a Work Contract, only its terms): what
-    the AgentWorkflow's history carries, and replays after a rollover, stays small."""
-    payload = dict(event.get("payload", {}))
-    if event["kind"] == "work.authorized":
-        item = payload["workItem"]
-        payload["workItem"] = {"contract": _terms(item["contract"])}
-    elif event["kind"] == "work.contract.revised":
-        payload["contract"] = _terms(payload["contract"])
-    return {
-        "kind": event["kind"],
-        "sequence": event["sequence"],
-        "workItemId": event.get("workItemId"),
-        "payload": payload,
-    }
-
-
-def _terms(contract: Mapping[str, Any]) -> Json:
-    return {k: v for k, v in contract.items() if k in TERMS_MEMBERS}
+    """What the Scheduler may read of an Event, its scheduling metadata only (MWP-WRK-028):
+    what the AgentWorkflow's history carries, and replays after a rollover, stays small and
+    holds none of the Mission's content."""
+    return scheduling_metadata(event)
 
 
 # Kinds the Scheduler reads only for this Agent's own items: another agent's are skipped.

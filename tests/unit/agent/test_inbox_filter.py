@@ -68,12 +68,13 @@ def test_kinds_the_scheduler_does_not_read_never_pass() -> None:
 
 
 def test_a_slim_event_keeps_only_what_the_scheduler_reads() -> None:
-    event = _event("work.started", actor=ME, ownershipEpoch=1)
+    lease = {"leaseId": "urn:example:lease:1", "expiresAt": "2030-01-01T00:00:00Z"}
+    event = _event("work.started", actor=ME, ownershipEpoch=1, executionLease=lease)
     assert slim(event) == {
         "kind": "work.started",
         "sequence": 7,
         "workItemId": "urn:example:item:1",
-        "payload": {"ownershipEpoch": 1},
+        "payload": {"executionLease": {"leaseId": "urn:example:lease:1"}},
     }
 
 
