@@ -126,7 +126,7 @@ def _decide(
         reject(ErrorCode.INVALID_COMMAND, f"{cmd.kind} is not a Command this Authority accepts")
     door = ctx.rules >= RULES_DOOR
     if door:
-        check_extensions(cmd)
+        check_extensions(cmd, ctx.rules)
     if not rule.creates_group:
         # 3. Session fencing: only the current Session Epoch of an agent may act.
         if cmd.is_agent and (

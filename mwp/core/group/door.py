@@ -4,8 +4,10 @@ These refusals came with rules revision ``RULES_DOOR`` (``api.py``). The Authori
 them only from that revision on, so a Group that accepted such a Command under the 0.1.0 rules
 decides it the same way when it replays.
 
-* An extension the Command marks critical: this Authority implements no Extension Profile, so
-  every critical one is unknown (``UNKNOWN_CRITICAL_EXTENSION``). Noncritical ones pass
+* An extension the Command marks critical and this Authority does not interpret
+  (``UNKNOWN_CRITICAL_EXTENSION``): it implements no Extension Profile, and from rules
+  ``RULES_OVERSIGHT`` on it interprets the bounded-offline-execution binding on
+  ``work.checkpoint`` only (``offline_execution.py``). Noncritical ones pass
   uninterpreted. Extensions inside the core objects a payload carries (a Work Contract, an
   Artifact manifest) are addressed to those objects' readers, not to the Authority.
 * A payload member its kind does not define, at any depth the kind reads member by member
@@ -20,18 +22,20 @@ from __future__ import annotations
 
 from mwp.core.errors import ErrorCode
 from mwp.core.group.incoming import Incoming
+from mwp.core.group.offline_execution import interprets
 from mwp.core.group.payload import Members
 from mwp.core.group.rejection import forbidden, invalid, reject
 
 CLAUSES: tuple[str, ...] = ("MWP-EXT-002", "MWP-EXT-009", "MWP-EXT-010")
 
 
-def check_extensions(cmd: Incoming) -> None:
-    if cmd.critical_extensions:
+def check_extensions(cmd: Incoming, rules: int) -> None:
+    unknown = [e for e in cmd.critical_extensions if not interprets(e, cmd.kind, rules)]
+    if unknown:
         reject(
             ErrorCode.UNKNOWN_CRITICAL_EXTENSION,
             "the Command depends on an extension this Authority cannot interpret",
-            extensions=list(cmd.critical_extensions),
+            extensions=unknown,
         )
 
 

@@ -28,6 +28,14 @@ from mwp.core.group.dependencies import unsatisfied
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.ids import derive_id
 from mwp.core.group.incoming import Incoming
+from mwp.core.group.offline_execution import (
+    OfflineBinding,
+    charge_offline_usage,
+    check_binding,
+    held_lease,
+    offline_binding,
+)
+from mwp.core.group.ownership import require_lease, require_owner
 from mwp.core.group.payload import members
 from mwp.core.group.policy import (
     BLOCKED_LEASE_SECONDS,
@@ -77,40 +85,6 @@ CLAUSES: tuple[str, ...] = (
     "MWP-WRK-014",
     "MWP-WRK-019",
 )
-
-
-def require_owner(item: WorkItem, cmd: Incoming) -> Ownership:
-    """The current, unfenced ownership grant the Command acts under."""
-    epoch = cmd.payload.integer("ownershipEpoch", minimum=1)
-    owner = item.owner
-    if owner is None or not owner.live or epoch != item.ownership_epoch:
-        reject(
-            ErrorCode.WORK_STALE_OWNERSHIP,
-            "the Ownership Epoch is fenced",
-            ownershipEpoch=epoch,
-            currentOwnershipEpoch=item.ownership_epoch,
-        )
-    if not cmd.is_service and owner.agent_id != cmd.actor_id:
-        forbidden("only the WorkItem's owner may issue this Command")
-    return owner
-
-
-def require_lease(
-    item: WorkItem, cmd: Incoming, ctx: AuthorityContext, *, releasing: bool = False
-) -> ExecutionLease:
-    lease_id = cmd.payload.id("leaseId")
-    lease = item.execution_lease
-    if lease is None or lease.lease_id != lease_id:
-        reject(ErrorCode.WORK_LEASE_EXPIRED, "not the current Execution Lease", leaseId=lease_id)
-    if reached(ctx.now, lease.expires_at):
-        reject(ErrorCode.WORK_LEASE_EXPIRED, "the Execution Lease has expired", leaseId=lease_id)
-    if cmd.is_agent and cmd.session_epoch != lease.session_epoch and not releasing:
-        reject(
-            ErrorCode.WORK_LEASE_EXPIRED,
-            "the Execution Lease was revoked by a newer Session",
-            leaseId=lease_id,
-        )
-    return lease
 
 
 def _owned_item(
@@ -184,6 +158,7 @@ def _decide_start(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draft
 def _evolve_started(state: GroupState, event: Json) -> None:
     item = _item(state, event)
     item.execution_lease = execution_lease_from_document(event["payload"]["executionLease"])
+    item.revoked_lease = None  # a new lease: no offline progress under an older one
     item.state = "active"
 
 
@@ -242,6 +217,10 @@ def _evolve_progressed(state: GroupState, event: Json) -> None:
 def _decide_checkpoint(
     state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts
 ) -> None:
+    binding = offline_binding(cmd, ctx)
+    if binding is not None:
+        _decide_offline_checkpoint(state, cmd, ctx, drafts, binding)
+        return
     item, owner = _owned_item(state, cmd, "active")
     lease = require_lease(item, cmd, ctx, releasing=True)
     payload: Json = {
@@ -249,6 +228,39 @@ def _decide_checkpoint(
         "leaseId": lease.lease_id,
         "progress": _progress(cmd, required=True),
         # Releasing execution keeps a bounded ownership lease: a fresh start-by deadline.
+        "startBy": plus_seconds(ctx.now, owner.start_within_seconds),
+    }
+    if cmd.payload.has("checkpointRef"):
+        payload["checkpointRef"] = _reference(cmd, "checkpointRef")
+    drafts.add(
+        "work.checkpointed",
+        ("work_item", item.work_item_id),
+        payload,
+        work_item_id=item.work_item_id,
+    )
+
+
+def _decide_offline_checkpoint(
+    state: GroupState,
+    cmd: Incoming,
+    ctx: AuthorityContext,
+    drafts: Drafts,
+    binding: OfflineBinding,
+) -> None:
+    """A checkpoint buffered offline, reconciled (offline_execution.py): the offline usage is
+    charged first, then the checkpoint recorded under the lease the run held."""
+    active_mission(state, cmd)
+    item = get_item(state, cmd)
+    if item.state not in ("active", "queued"):
+        bad_transition("WorkItem", item.state, cmd.kind)
+    owner = require_owner(item, cmd)
+    lease = held_lease(item, cmd.payload.id("leaseId"))
+    check_binding(binding, cmd, item, lease, ctx)
+    charge_offline_usage(state, cmd, binding, item, lease, drafts)
+    payload: Json = {
+        "ownershipEpoch": owner.epoch,
+        "leaseId": lease.lease_id,
+        "progress": _progress(cmd, required=True),
         "startBy": plus_seconds(ctx.now, owner.start_within_seconds),
     }
     if cmd.payload.has("checkpointRef"):
@@ -571,6 +583,9 @@ def _evolve_revoked(state: GroupState, event: Json) -> None:
     owner = item.owner
     assert owner is not None
     owner.start_by = event["payload"]["startBy"]
+    lease = item.execution_lease
+    if lease is not None:  # offline progress under it is checked against it (offline_execution)
+        item.revoked_lease = {**lease.to_json(), "revokedAt": event["occurredAt"]}
     item.execution_lease = None
     item.state = "queued"
 

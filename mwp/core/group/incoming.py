@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from mwp.core.errors import ErrorCode
@@ -36,6 +36,8 @@ class Incoming:
     # Grant it cites (spec 17.4, 20): what the door looks at.
     critical_extensions: tuple[str, ...] = ()
     override_grant_id: str | None = None
+    # Every extension entry as sent, by name: what an interpreted extension says.
+    extensions: dict[str, Any] = field(default_factory=dict)
 
     @property
     def actor(self) -> dict[str, str]:
@@ -84,6 +86,7 @@ class Incoming:
             issued_at=_text(command, "issuedAt"),
             critical_extensions=_critical_extensions(command),
             override_grant_id=_opt_uri(command, "cooperationOverrideGrantId"),
+            extensions=dict(command.get("extensions", {})),
         )
 
 

@@ -32,13 +32,13 @@ from mwp.core.group.allocation import DIMENSIONS, allocation, amount, figures, n
 from mwp.core.group.api import RULES_LEDGER, AuthorityContext
 from mwp.core.group.budget import ancestry, least, left
 from mwp.core.group.drafts import Drafts
-from mwp.core.group.execution_lease import require_lease, require_owner
 from mwp.core.group.incoming import Incoming
+from mwp.core.group.ownership import require_lease, require_owner
 from mwp.core.group.payload import members
 from mwp.core.group.rejection import bad_transition, invalid, reject
 from mwp.core.group.roles import working_agent
 from mwp.core.group.rules import CommandRule, work_item_target
-from mwp.core.group.state import GroupState
+from mwp.core.group.state import GroupState, WorkItem
 from mwp.core.group.work_item_state import active_mission, get_item, touch
 from mwp.core.wire.values import MAX_SAFE_INTEGER
 
@@ -197,13 +197,41 @@ def charge_work_item(usage: Json, budget: Json, raw_delta: Json) -> Json:
 
 
 def _decide_record(state: GroupState, cmd: Incoming, ctx: AuthorityContext, drafts: Drafts) -> None:
-    mission = active_mission(state, cmd)
+    active_mission(state, cmd)
     item = get_item(state, cmd)
     if item.state != "active":
         bad_transition("WorkItem", item.state, cmd.kind)
     owner = require_owner(item, cmd)
     lease = require_lease(item, cmd, ctx)
-    raw, delta, currency = _delta(cmd)
+    draft_usage(
+        state,
+        item,
+        cmd.payload.obj(DELTA_MEMBER),
+        drafts,
+        ownership_epoch=owner.epoch,
+        lease_id=lease.lease_id,
+        session_epoch=lease.session_epoch,
+    )
+
+
+def draft_usage(
+    state: GroupState,
+    item: WorkItem,
+    raw_delta: Json,
+    drafts: Drafts,
+    *,
+    ownership_epoch: int,
+    lease_id: str,
+    session_epoch: int,
+    reconciliation: Json | None = None,
+) -> None:
+    """Draft the ``..._recorded`` Event charging ``raw_delta`` to the item and its whole
+    ancestry, or refuse it (``BUDGET_EXCEEDED``, ``INVALID_COMMAND``) with nothing drafted.
+    ``reconciliation`` names the Session (and offline window) that reported usage spent
+    under an earlier one (offline_execution.py)."""
+    mission = state.mission
+    assert mission is not None
+    raw, delta, currency = read_delta(raw_delta)
     # The WorkItem first, then each parent, then the Mission: every level is charged or none.
     own, *parents = [
         (i, *_line(state.usage.get(i, {}), state.item_budget(i), delta, currency, workItemId=i))
@@ -214,21 +242,21 @@ def _decide_record(state: GroupState, cmd: Incoming, ctx: AuthorityContext, draf
     )
     money = _money(currency, state.usage.get(item.work_item_id, {}), item.contract["budget"])
     money = money or _money(None, state.mission_usage, mission.budget)
+    payload: Json = {
+        "ownershipEpoch": ownership_epoch,
+        "leaseId": lease_id,
+        "sessionEpoch": session_epoch,
+        DELTA_MEMBER: dict(raw),
+        "cumulative": own[1]["cumulative"],
+        # What the WorkItem may still consume, its ancestry's limits included.
+        "remaining": figures(least(own[2], *(p[2] for p in parents), top_left), money),
+        "ancestry": [{"workItemId": i, **line} for i, line, _ in parents],
+        "mission": {"missionId": mission.mission_id, **top},
+    }
+    if reconciliation is not None:
+        payload["reconciliation"] = reconciliation
     drafts.add(
-        RECORDED_KIND,
-        ("work_item", item.work_item_id),
-        {
-            "ownershipEpoch": owner.epoch,
-            "leaseId": lease.lease_id,
-            "sessionEpoch": lease.session_epoch,
-            DELTA_MEMBER: dict(raw),
-            "cumulative": own[1]["cumulative"],
-            # What the WorkItem may still consume, its ancestry's limits included.
-            "remaining": figures(least(own[2], *(p[2] for p in parents), top_left), money),
-            "ancestry": [{"workItemId": i, **line} for i, line, _ in parents],
-            "mission": {"missionId": mission.mission_id, **top},
-        },
-        work_item_id=item.work_item_id,
+        RECORDED_KIND, ("work_item", item.work_item_id), payload, work_item_id=item.work_item_id
     )
 
 

@@ -16,8 +16,8 @@ from typing import Any, Final
 
 from mwp.core.group.api import AuthorityContext
 from mwp.core.group.drafts import Drafts
-from mwp.core.group.execution_lease import require_owner
 from mwp.core.group.incoming import Incoming
+from mwp.core.group.ownership import require_owner
 from mwp.core.group.payload import Payload, members
 from mwp.core.group.rejection import bad_transition, invalid
 from mwp.core.group.roles import working_agent

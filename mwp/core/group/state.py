@@ -488,6 +488,9 @@ class WorkItem:
     # {sequence, eventId} of the Events that stated its Work Contract (``work.authorized``,
     # then each ``work.contract.revised``): what a Context Package for an offer cites.
     contract_events: list[Json] = field(default_factory=list)
+    # The Execution Lease a newer Session of its holder revoked, with ``revokedAt``, until
+    # the next lease starts: what offline progress under it is checked against.
+    revoked_lease: Json | None = None
 
     @property
     def contract_version(self) -> int:
@@ -529,6 +532,7 @@ class WorkItem:
                 "parentWorkItemId": self.parent_work_item_id,
                 "childMission": self.child_mission,
                 "contractEvents": self.contract_events or None,
+                "revokedLease": self.revoked_lease,
             }
         )
 
@@ -567,6 +571,7 @@ class WorkItem:
             parent_work_item_id=_opt(data, "parentWorkItemId"),
             child_mission=_opt(data, "childMission"),
             contract_events=list(data.get("contractEvents", [])),
+            revoked_lease=_opt(data, "revokedLease"),
         )
 
 

@@ -30,11 +30,11 @@ from mwp.core.group.delegation import (
 )
 from mwp.core.group.dependencies import check_dependencies
 from mwp.core.group.drafts import Drafts
-from mwp.core.group.execution_lease import require_lease, require_owner
 from mwp.core.group.ids import derive_id, work_item_conversation_id
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.membership import add_grant, grant
 from mwp.core.group.mission import conversation_document, conversation_from_document
+from mwp.core.group.ownership import require_lease, require_owner
 from mwp.core.group.payload import Payload, members
 from mwp.core.group.policy import (
     MAX_OFFER_CANDIDATES,

@@ -1,0 +1,253 @@
+"""Bounded offline execution: progress a Worker buffered while the Group was unreachable
+(spec 11.5; MWP-WRK-020 to 022).
+
+A disconnected Worker may go on with the reversible computation of a run it had started and
+buffer its checkpoints, each a ``work.checkpoint`` carrying the critical extension
+``urn:missionweaveprotocol:extension:bounded-offline-execution``. Its ``data`` is the binding:
+the Agent, Group and WorkItem, the Session Epoch, Ownership Epoch, Execution Lease ID and lease
+expiry the run held, when the connection was lost (``disconnectedAt``), when the checkpoint was
+buffered (``bufferedAt``), the grace deadline the Worker kept to, and the six-dimensional usage
+the run spent offline (``resourceUsageDelta``, a usage record's ``delta``; may be empty). On
+reconnect the Worker re-signs the Command under its new Session and Membership Epochs with a
+fresh ``issuedAt`` and keeps the binding as it was.
+
+From rules ``RULES_OVERSIGHT`` on the Authority interprets that extension on ``work.checkpoint``
+(``interprets``; the door refuses it on any other kind and under older rules) and accepts the
+checkpoint only if the binding is the truth about the lease it names: the current owner, under
+its current Ownership Epoch, for a lease of this ownership that is either still current or was
+revoked by the owner's newer Session and not followed by another (``WorkItem.revoked_lease``);
+buffered after the disconnection and the lease's start, before the grace deadline, the lease's
+expiry and its revocation; a grace no longer than :data:`MAX_GRACE_SECONDS` (Organization
+policy). An offline delta naming an external side effect is ``AUTH_FORBIDDEN``: those need a
+current lease and token. Any other nonzero offline delta is charged in the same decision,
+before the checkpoint, as a ``resource_usage_recorded`` Event naming both Sessions; one
+dimension over any budget refuses both (``BUDGET_EXCEEDED``), nothing recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final, NoReturn
+
+from mwp.core.errors import ErrorCode
+from mwp.core.group.api import RULES_OVERSIGHT, AuthorityContext
+from mwp.core.group.clock import instant, plus_seconds
+from mwp.core.group.drafts import Drafts
+from mwp.core.group.incoming import Incoming
+from mwp.core.group.rejection import forbidden, invalid, reject
+from mwp.core.group.resource_usage import draft_usage
+from mwp.core.group.state import GroupState, WorkItem
+from mwp.core.wire.values import is_identifier, is_profile_timestamp
+
+Json = dict[str, Any]
+
+OFFLINE_EXTENSION: Final = "urn:missionweaveprotocol:extension:bounded-offline-execution"
+OFFLINE_VERSION: Final = "0.1.0"
+# Organization policy: the longest a Worker may go on alone after losing the Group.
+MAX_GRACE_SECONDS: Final = 300
+CHECKPOINT_KIND: Final = "work.checkpoint"
+SIDE_EFFECTS: Final = "externalSideEffectLimit"
+
+CLAUSES: tuple[str, ...] = ("MWP-WRK-021", "MWP-WRK-022")
+
+_TIMES = ("disconnectedAt", "bufferedAt", "graceDeadline", "executionLeaseExpiresAt")
+_IDS = ("agentId", "groupId", "workItemId", "executionLeaseId")
+_EPOCHS = ("sessionEpoch", "ownershipEpoch")
+_MEMBERS = frozenset((*_TIMES, *_IDS, *_EPOCHS, "resourceUsageDelta"))
+
+
+def interprets(extension: str, kind: str, rules: int) -> bool:
+    """Whether this Authority understands ``extension`` as critical on a ``kind`` Command."""
+    return extension == OFFLINE_EXTENSION and kind == CHECKPOINT_KIND and rules >= RULES_OVERSIGHT
+
+
+@dataclass(frozen=True, slots=True)
+class OfflineBinding:
+    agent_id: str
+    group_id: str
+    work_item_id: str
+    session_epoch: int
+    ownership_epoch: int
+    lease_id: str
+    disconnected_at: str
+    buffered_at: str
+    grace_deadline: str
+    lease_expires_at: str
+    delta: Json  # a usage record's delta; empty when the run spent nothing offline
+
+
+@dataclass(frozen=True, slots=True)
+class HeldLease:
+    """What the Group knows of the lease a binding names."""
+
+    lease_id: str
+    agent_id: str
+    session_epoch: int
+    ownership_epoch: int
+    started_at: str
+    expires_at: str
+    revoked_at: str | None  # None: still the current lease
+
+
+def offline_binding(cmd: Incoming, ctx: AuthorityContext) -> OfflineBinding | None:
+    """The binding a Command carries, read strictly; None when it carries none."""
+    if ctx.rules < RULES_OVERSIGHT or OFFLINE_EXTENSION not in cmd.critical_extensions:
+        return None
+    entry = cmd.extensions[OFFLINE_EXTENSION]
+    if entry.get("version") != OFFLINE_VERSION or set(entry) != {"version", "critical", "data"}:
+        _malformed("the extension entry is {version: 0.1.0, critical: true, data}")
+    data = entry["data"]
+    if not isinstance(data, dict) or set(data) != _MEMBERS:
+        _malformed(f"data has exactly the members {sorted(_MEMBERS)}")
+    if not all(isinstance(data[n], str) and is_identifier(data[n]) for n in _IDS):
+        _malformed(f"{', '.join(_IDS)} are identifiers")
+    if not all(isinstance(data[n], str) and is_profile_timestamp(data[n]) for n in _TIMES):
+        _malformed(f"{', '.join(_TIMES)} are UTC timestamps")
+    if not all(type(data[n]) is int and data[n] >= 1 for n in _EPOCHS):
+        _malformed(f"{', '.join(_EPOCHS)} are positive integers")
+    if not isinstance(data["resourceUsageDelta"], dict):
+        _malformed("resourceUsageDelta is an object")
+    return OfflineBinding(
+        data["agentId"],
+        data["groupId"],
+        data["workItemId"],
+        data["sessionEpoch"],
+        data["ownershipEpoch"],
+        data["executionLeaseId"],
+        data["disconnectedAt"],
+        data["bufferedAt"],
+        data["graceDeadline"],
+        data["executionLeaseExpiresAt"],
+        dict(data["resourceUsageDelta"]),
+    )
+
+
+def held_lease(item: WorkItem, lease_id: str) -> HeldLease:
+    """The lease of this ownership the binding names: current, or revoked by a newer Session
+    with no lease after it. Anything else (closed by the owner, expired, another ownership's,
+    unknown) takes no offline progress."""
+    lease = item.execution_lease
+    if lease is not None and lease.lease_id == lease_id:
+        return HeldLease(
+            lease.lease_id,
+            lease.agent_id,
+            lease.session_epoch,
+            lease.ownership_epoch,
+            lease.started_at,
+            lease.expires_at,
+            None,
+        )
+    revoked = item.revoked_lease
+    if lease is None and revoked is not None and revoked["leaseId"] == lease_id:
+        return HeldLease(
+            revoked["leaseId"],
+            revoked["agentId"],
+            revoked["sessionEpoch"],
+            revoked["ownershipEpoch"],
+            revoked["startedAt"],
+            revoked["expiresAt"],
+            revoked["revokedAt"],
+        )
+    reject(
+        ErrorCode.WORK_LEASE_EXPIRED,
+        "offline progress is taken only under the lease the run held, while no other followed",
+        leaseId=lease_id,
+        reason="offline_lease",
+    )
+
+
+def check_binding(
+    binding: OfflineBinding, cmd: Incoming, item: WorkItem, lease: HeldLease, ctx: AuthorityContext
+) -> None:
+    """The binding states the Command's own Group, WorkItem, owner and lease, and the checkpoint
+    was buffered inside the window that lease and the grace allowed."""
+    stated = {
+        "agentId": (binding.agent_id, cmd.actor_id),
+        "groupId": (binding.group_id, cmd.group_id),
+        "workItemId": (binding.work_item_id, item.work_item_id),
+        "ownershipEpoch": (binding.ownership_epoch, cmd.payload.raw("ownershipEpoch")),
+        "executionLeaseId": (binding.lease_id, cmd.payload.raw("leaseId")),
+    }
+    for member, (bound, actual) in stated.items():
+        if bound != actual:
+            invalid(
+                f"the offline binding's {member} is not the Command's",
+                reason="offline_binding",
+                member=member,
+            )
+    held = {
+        "agentId": (binding.agent_id, lease.agent_id),
+        "sessionEpoch": (binding.session_epoch, lease.session_epoch),
+        "ownershipEpoch": (binding.ownership_epoch, lease.ownership_epoch),
+        "executionLeaseExpiresAt": (instant(binding.lease_expires_at), instant(lease.expires_at)),
+    }
+    for member, (bound, actual) in held.items():
+        if bound != actual:
+            invalid(
+                f"the offline binding's {member} is not the lease's",
+                reason="offline_lease_facts",
+                member=member,
+            )
+    _check_window(binding, lease, ctx)
+
+
+def _check_window(binding: OfflineBinding, lease: HeldLease, ctx: AuthorityContext) -> None:
+    disconnected, buffered = instant(binding.disconnected_at), instant(binding.buffered_at)
+    grace = instant(binding.grace_deadline)
+    if not disconnected <= buffered < grace:
+        _outside("buffered before the disconnection, or not before its grace deadline")
+    if buffered < instant(lease.started_at):
+        _outside("buffered before the lease started")
+    if grace > instant(lease.expires_at):
+        _outside("the grace deadline passes the lease's expiry")
+    if grace > instant(plus_seconds(binding.disconnected_at, MAX_GRACE_SECONDS)):
+        _outside(f"a grace longer than the {MAX_GRACE_SECONDS} s policy allows")
+    if buffered > instant(ctx.now):
+        _outside("buffered after the Group's own time")
+    if lease.revoked_at is not None and buffered >= instant(lease.revoked_at):
+        _outside("buffered after the lease was revoked")
+
+
+def charge_offline_usage(
+    state: GroupState,
+    cmd: Incoming,
+    binding: OfflineBinding,
+    item: WorkItem,
+    lease: HeldLease,
+    drafts: Drafts,
+) -> None:
+    """Charge a nonzero offline delta before the checkpoint, naming both Sessions."""
+    if not binding.delta:
+        return
+    if binding.delta.get(SIDE_EFFECTS):
+        forbidden(
+            "no external side effect may be performed offline, without a current lease",
+            reason="offline_side_effect",
+        )
+    draft_usage(
+        state,
+        item,
+        binding.delta,
+        drafts,
+        ownership_epoch=binding.ownership_epoch,
+        lease_id=lease.lease_id,
+        session_epoch=lease.session_epoch,
+        reconciliation={
+            "sessionEpoch": cmd.session_epoch,
+            "disconnectedAt": binding.disconnected_at,
+            "bufferedAt": binding.buffered_at,
+            "graceDeadline": binding.grace_deadline,
+        },
+    )
+
+
+def _outside(why: str) -> NoReturn:
+    reject(
+        ErrorCode.WORK_LEASE_EXPIRED,
+        f"offline progress outside its lease and grace window: {why}",
+        reason="offline_window",
+    )
+
+
+def _malformed(why: str) -> NoReturn:
+    invalid(f"malformed bounded-offline-execution binding: {why}", reason="offline_binding")

@@ -1,0 +1,136 @@
+"""Offline progress reconciled on Temporal (spec 11.5, MWP-WRK-021, 022): a Worker whose run
+lost the Group buffers a checkpoint bound to its lease and window (``mwp.agent.offline``),
+reconnects under a new Session, which revokes the lease, and re-signs it; the MissionWorkflow
+charges the offline usage and records the checkpoint in one decision, both mirrored and signed
+in the Group Event log. An irreversible step is refused while offline, and progress claimed
+after the lease's revocation is refused by the Group, changing nothing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from mwp.agent.offline import OfflineRun, reconciled
+from mwp.client import MwpClient
+from mwp.client.identity import utc_now
+from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.group.clock import plus_seconds
+from mwp.core.group.offline_execution import OFFLINE_EXTENSION
+from mwp.core.group.resource_usage import RECORDED_KIND, ResourceUsage
+from mwp.core.trust.registry import RegistryEvidence
+from mwp.core.wire.values import format_utc
+from mwp.log.group_log import GroupEventLog
+from mwp.stores.objects import open_store
+from tests.integration.conftest import stack_log_location
+from tests.integration.missions_helper import (
+    admit_workers,
+    eventually,
+    membership_epoch_of,
+    new_mission,
+    refused,
+)
+
+PROGRESS = {
+    "currentPhase": "indexing",
+    "completedMilestones": ["fetched"],
+    "nextCheckpoint": "ranked",
+    "blockers": [],
+    "updatedCompletionEstimate": "2030-01-01T00:00:00Z",
+    "evidenceIds": [],
+}
+
+
+async def test_a_checkpoint_buffered_offline_is_charged_and_recorded_on_reconnect(
+    mwp_client: MwpClient,
+) -> None:
+    rig = await new_mission(mwp_client, workers=1)
+    await admit_workers(rig)
+    worker = rig.crew.workers[0]
+    item = await rig.authorize("Index the archive offline")
+    offers = await rig.offer(item, worker)
+    epoch = await rig.accept(worker, item, offers["offers"][0]["offerId"])
+    lease = await rig.start(worker, item, epoch)
+    session = rig.crew.session(worker)
+    assert session is not None
+    membership = membership_epoch_of(await rig.mission.view(), worker.principal.id)
+    run = OfflineRun(
+        worker.principal.id,
+        rig.mission.group_id,
+        item.work_item_id,
+        session,
+        epoch,
+        lease["leaseId"],
+        lease["expiresAt"],
+        disconnected_at=format_utc(datetime.now(UTC)),
+        grace_seconds=120,
+    )
+
+    # Offline: reversible progress is buffered; an irreversible step is not taken.
+    buffered = run.checkpoint(
+        worker,
+        PROGRESS,
+        membership_epoch=membership,
+        usage=ResourceUsage(model_tokens=120, tool_calls=2),
+    )
+    with pytest.raises(MwpError) as irreversible:
+        run.checkpoint(
+            worker,
+            PROGRESS,
+            membership_epoch=membership,
+            usage=ResourceUsage(external_side_effects=1),
+        )
+    assert irreversible.value.code is ErrorCode.AUTH_FORBIDDEN
+    with pytest.raises(MwpError) as too_late:
+        run.checkpoint(worker, PROGRESS, membership_epoch=membership, now=run.grace_deadline)
+    assert too_late.value.code is ErrorCode.WORK_LEASE_EXPIRED
+
+    # Reconnect: a new Session, which revokes the lease the run held.
+    new_session = await rig.renew_session(worker)
+
+    async def revoked() -> bool:
+        return (await rig.mission.work_item(item.work_item_id))["state"] == "queued"
+
+    await eventually(revoked)
+    sequence = await rig.mission.sequence()
+
+    # Progress claimed after the revocation (a forged buffer time) is refused.
+    forged = run.checkpoint(
+        worker, PROGRESS, membership_epoch=membership, now=plus_seconds(utc_now(), 1)
+    )
+    error = await refused(
+        rig.mission.send_signed(
+            reconciled(forged, worker, session_epoch=new_session, membership_epoch=membership)
+        )
+    )
+    assert error.code is ErrorCode.WORK_LEASE_EXPIRED
+    assert await rig.mission.sequence() == sequence
+
+    # The buffered checkpoint, re-signed under the new Session: charged, then recorded.
+    result = await rig.mission.send_signed(
+        reconciled(buffered, worker, session_epoch=new_session, membership_epoch=membership)
+    )
+
+    charge, checkpoint = result["events"]
+    assert [charge["kind"], checkpoint["kind"]] == [RECORDED_KIND, "work.checkpointed"]
+    assert charge["payload"]["sessionEpoch"] == session
+    assert charge["payload"]["reconciliation"]["sessionEpoch"] == new_session
+    assert charge["payload"]["delta"] == {"modelTokenLimit": 120, "toolCallLimit": 2}
+    view: dict[str, Any] = await rig.mission.work_item(item.work_item_id)
+    assert view["checkpoint"]["leaseId"] == lease["leaseId"]
+    assert view["resourceUsage"]["cumulative"] == {"modelTokenLimit": 120, "toolCallLimit": 2}
+    # The binding travelled as signed: the Group's log holds both Events, chained and signed.
+    assert OFFLINE_EXTENSION in buffered["extensions"]
+    through = await rig.mission.sequence()
+    log = GroupEventLog(open_store(stack_log_location()), rig.mission.group_id)
+    evidence = RegistryEvidence.from_json(await rig.crew.organization.registry.evidence_json())
+
+    async def mirrored() -> bool:
+        return log.last_sequence() >= through
+
+    await eventually(mirrored, timeout=20)
+    verdict = log.verify_all(evidence)
+    assert verdict.ok and verdict.last_sequence == through, verdict
+    kinds = [e.event["kind"] for e in log.read(sequence, 10)]
+    assert kinds == [RECORDED_KIND, "work.checkpointed"]
