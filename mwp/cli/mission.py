@@ -4,6 +4,9 @@
     mwp mission list
     mwp mission show MISSION [--json]
     mwp mission send MISSION --as NAME KIND [--payload JSON | --payload @FILE] [--work-item ID]
+                     [--action-id ID] [--override-grant GRANT]
+    mwp mission grant-override MISSION --as ada --policy NAME --for NAME --kind KIND
+                     --action-id ID --reason "..." [--expires-in SECONDS]
     mwp mission publish MISSION FILE --as AGENT --work-item ID [--media-type TYPE]
     mwp mission authorize MISSION --as COORDINATOR --goal "..." [--contract FILE]
     mwp mission offer MISSION ITEM --as COORDINATOR --to AGENT
@@ -90,7 +93,30 @@ def register(subparsers: Any) -> None:
     send.add_argument("--work-item", help="target WorkItem ID")
     send.add_argument("--conversation", help="target Conversation ID")
     send.add_argument("--expected-revision", type=int)
+    send.add_argument("--action-id", help="the Command's Action ID (default: a new one)")
+    send.add_argument(
+        "--override-grant", metavar="GRANT", help="cite a Cooperation Override Grant by its ID"
+    )
     send.set_defaults(handler=shared.handler(_send))
+
+    override = actions.add_parser(
+        "grant-override",
+        parents=[common],
+        help="policy.grant_cooperation_override: let one Command past a cooperation limit",
+    )
+    override.add_argument("mission")
+    override.add_argument("--as", dest="actor", required=True, help="the MissionOwner")
+    override.add_argument(
+        "--policy", required=True, help="the exceeded limit (RATE_LIMITED's details.policy)"
+    )
+    override.add_argument(
+        "--for", dest="beneficiary", required=True, help="who sends the target (key name)"
+    )
+    override.add_argument("--kind", required=True, help="the target Command's kind")
+    override.add_argument("--action-id", required=True, help="the target Command's Action ID")
+    override.add_argument("--reason", required=True)
+    override.add_argument("--expires-in", type=int, default=600, metavar="SECONDS")
+    override.set_defaults(handler=shared.handler(_grant_override))
 
     publish = actions.add_parser(
         "publish",
@@ -246,8 +272,36 @@ async def _send(args: argparse.Namespace) -> int:
         work_item_id=args.work_item,
         conversation_id=args.conversation,
         expected_revision=args.expected_revision,
+        action_id=args.action_id,
+        override_grant_id=args.override_grant,
     )
     shared.print_result(result)
+    return 0
+
+
+async def _grant_override(args: argparse.Namespace) -> int:
+    from mwp.client.missions import in_seconds
+    from mwp.client.override_grants import CooperationOverride
+
+    _require_known_kind(args.kind)
+    identity = shared.signer(args.state_dir, args.actor)
+    beneficiary = shared.signer(args.state_dir, args.beneficiary).principal
+    client = await shared.connect_to(args)
+    mission = await shared.mission_of(args, client)
+    grant = CooperationOverride(
+        args.policy,
+        beneficiary,
+        args.kind,
+        args.action_id,
+        reason=args.reason,
+        expires_at=in_seconds(args.expires_in),
+    )
+    epoch = await shared.session_epoch(client, args.state_dir, identity)
+    grant_id, result = await mission.grant_cooperation_override(
+        identity, grant, session_epoch=epoch
+    )
+    shared.print_result(result)
+    print(f"grant {grant_id}: cite it with `mwp mission send ... --override-grant {grant_id}`")
     return 0
 
 

@@ -107,6 +107,7 @@ class Identity:
         action_id: str | None = None,
         issued_at: str | None = None,
         extensions: Mapping[str, Any] | None = None,
+        cooperation_override_grant_id: str | None = None,
     ) -> dict[str, Any]:
         """A signed Command by this identity (absent options are omitted, never invented)."""
         optional = {
@@ -118,6 +119,7 @@ class Identity:
             "workItemId": work_item_id,
             "expectedRevision": expected_revision,
             "causedByEventId": caused_by_event_id,
+            "cooperationOverrideGrantId": cooperation_override_grant_id,
             "extensions": dict(extensions) if extensions is not None else None,
         }
         command: dict[str, Any] = {

@@ -33,6 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from mwp.client import ClientError, Identity, MwpClient, new_id
 from mwp.client.context_packages import offer_context_package
 from mwp.client.limits import command_wire, server_limits_as_mwp_errors
+from mwp.client.override_grants import GRANT_KIND, CooperationOverride, granted_id
 from mwp.client.review import (
     approve_payload,
     changes_payload,
@@ -102,11 +103,13 @@ class MissionHandle:
         as_coordinator: bool | None = None,
         action_id: str | None = None,
         epochs: Mapping[str, Any] | None = None,
+        override_grant_id: str | None = None,
     ) -> dict[str, Any]:
         """Sign ``kind`` with ``payload`` as ``identity`` and have the Authority decide it.
 
         The signer's Membership and Coordinator epochs come from ``epochs`` (what
-        :meth:`epochs` returned earlier) or else from a query first."""
+        :meth:`epochs` returned earlier) or else from a query first. ``override_grant_id``
+        cites a Cooperation Override Grant (see :meth:`grant_cooperation_override`)."""
         membership_epoch = coordinator_epoch = None
         if identity.principal.type != "service":
             if epochs is None:
@@ -133,6 +136,7 @@ class MissionHandle:
             conversation_id=conversation_id,
             expected_revision=expected_revision,
             action_id=action_id,
+            cooperation_override_grant_id=override_grant_id,
         )
         return await self.send_signed(command)
 
@@ -296,6 +300,17 @@ class MissionHandle:
             work_item_id=work_item_id,
             action_id=action_id,
         )
+
+    async def grant_cooperation_override(
+        self, approver: Identity, grant: CooperationOverride, *, session_epoch: int | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """``policy.grant_cooperation_override`` by the MissionOwner or Organization policy:
+        the grant's ID (for the target's ``override_grant_id``) and the Update result. (An
+        agent is refused as not entitled, once its ``session_epoch`` lets it be heard.)"""
+        result = await self.send(
+            approver, GRANT_KIND, grant.payload(self.mission_id), session_epoch=session_epoch
+        )
+        return granted_id(result, self.group_id), result
 
     async def create_child(
         self,

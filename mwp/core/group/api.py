@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mwp.core.group.cooperation_limits import CooperationLimits
 from mwp.core.trust.registry import Principal
 from mwp.core.trust.signed_document import FreshnessWindow, VerifiedDocument
 
@@ -82,6 +83,8 @@ class AuthorityContext:
     # shell has ``termination_evidence`` records signed by an activity, since the core holds
     # no key. A record is used only if it signs exactly what the decision would write.
     signed_evidence: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    # Organization cooperation policy: the runaway controls' limits (from ``RULES_OVERSIGHT``).
+    cooperation_limits: CooperationLimits = field(default_factory=CooperationLimits)
 
 
 @dataclass(frozen=True)

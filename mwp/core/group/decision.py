@@ -14,7 +14,9 @@
 
 From rules revision ``RULES_DOOR`` on, a newly presented Command passes the door
 (``door.py``) too: no unknown critical extension (right after freshness), no cited override
-grant (step 7), no undefined payload member (step 8).
+grant (step 7), no undefined payload member (step 8). From ``RULES_OVERSIGHT`` on, a cited
+grant must instead exist and bind the Command (``override_grant.py``), and once the kind's
+rule accepted it, no cooperation limit may bind but the one its grant lifts (``runaway.py``).
 
 Nothing here mutates state; a failure at any step is a typed :class:`MwpError` carrying the
 Command's Action ID.
@@ -26,16 +28,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
-from mwp.core.group.api import RULES_DOOR, AuthorityContext, Envelope
+from mwp.core.group.api import RULES_DOOR, RULES_OVERSIGHT, AuthorityContext, Envelope
 from mwp.core.group.coordinator_lease import check_coordinator
 from mwp.core.group.door import check_extensions, check_members, check_override_grant
 from mwp.core.group.drafts import Drafts
+from mwp.core.group.ids import event_id
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.kinds import RULES
 from mwp.core.group.membership import check_membership
+from mwp.core.group.override_grant import check_policy, cited_grant, consumed_draft
 from mwp.core.group.policy import GROWING_COMMAND_KINDS
 from mwp.core.group.receipts import ReceiptEntry
 from mwp.core.group.rejection import reject, revision_conflict
+from mwp.core.group.runaway import NOTHING, assess, enforce, notice_drafts
 from mwp.core.group.state import GroupState
 from mwp.core.trust.signed_document import check_issued_at
 
@@ -151,10 +156,29 @@ def _decide(
                 reason="group_capacity",
                 workItems=len(state.work_items) + len(state.settled),
             )
-    if door:
+    oversight = ctx.rules >= RULES_OVERSIGHT
+    grant = cited_grant(state, cmd, ctx) if oversight else None
+    if door and not oversight:
         check_override_grant(cmd)
+    if door:
         check_members(cmd, rule.payload)
-    # 8. The kind's own rule.
-    drafts = Drafts(state.sequence + 1)
+    # 8a. The runaway controls (runaway.py): what the Command brings each cooperation limit.
+    limits = NOTHING
+    if oversight and not rule.creates_group:
+        limits = assess(state, cmd, ctx.cooperation_limits, ctx.now)
+    notices = len(limits.notices) + (grant is not None)
+    # 8. The kind's own rule, its Events after the notices and the grant's consumption.
+    drafts = Drafts(state.sequence + 1 + notices)
     rule.decide(state, cmd, ctx, drafts)
-    return Accepted(cmd, drafts)
+    if not oversight:
+        return Accepted(cmd, drafts)
+    enforce(limits, check_policy(grant, limits.exceeded))
+    if not notices:
+        return Accepted(cmd, drafts)
+    prefixed = Drafts(state.sequence + 1)
+    prefixed.items.extend(notice_drafts(state, cmd, limits))
+    if grant is not None:
+        accepted = event_id(state.group_id, drafts.next_sequence - 1)
+        prefixed.items.append(consumed_draft(grant, cmd, accepted))
+    prefixed.items.extend(drafts.items)
+    return Accepted(cmd, prefixed)

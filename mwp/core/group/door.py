@@ -13,9 +13,11 @@ decides it the same way when it replays.
 * A payload member its kind does not define, at any depth the kind reads member by member
   (``INVALID_COMMAND``, ``details.member`` naming the object, ``details.unknown`` the members).
   Deeper objects are core objects whose own strict schemas refuse unknown members.
-* A cited Cooperation Override Grant: ``policy.grant_cooperation_override`` is not accepted
-  yet, so no grant exists and every citation names an unknown one. A missing grant is missing
-  policy eligibility (``AUTH_FORBIDDEN``), as for a Delegation Grant (``delegation.py``).
+* A cited Cooperation Override Grant, under rules ``RULES_DOOR`` to ``RULES_LEDGER``: they
+  know no ``policy.grant_cooperation_override``, so no grant exists and every citation names
+  an unknown one. A missing grant is missing policy eligibility (``AUTH_FORBIDDEN``), as for a
+  Delegation Grant (``delegation.py``). From ``RULES_OVERSIGHT`` on grants exist and
+  ``override_grant.py`` checks the citation instead.
 """
 
 from __future__ import annotations

@@ -20,7 +20,9 @@ from mwp.core.group import (
     knowledge,
     membership,
     mission,
+    override_grant,
     resource_usage,
+    runaway,
     schedule,
     work_dependency,
     work_item,
@@ -47,6 +49,8 @@ _MODULES = (
     context_package,
     resource_usage,
     knowledge,
+    override_grant,
+    runaway,
 )
 
 RULES: dict[str, CommandRule] = {rule.kind: rule for m in _MODULES for rule in m.RULES}
@@ -63,5 +67,6 @@ COORDINATOR_KINDS: frozenset[str] = frozenset(
 def evolve(state: GroupState, event: dict[str, Any]) -> None:
     """Apply one accepted Event. Total on Events the Authority itself produced."""
     EVOLVERS[event["kind"]](state, event)
+    runaway.count(state, event)
     state.sequence = event["sequence"]
     state.clock = event["occurredAt"]

@@ -694,6 +694,11 @@ class GroupState:
     # its descendants' included, and the Mission's; budget-shaped JSON objects.
     usage: dict[str, Json] = field(default_factory=dict)
     mission_usage: Json = field(default_factory=dict)
+    # Rate counters of the runaway controls: "<policy> <actor ID>" -> [rate window, count]
+    # (runaway.py); one per actor and rate, whatever the traffic.
+    rates: dict[str, list[int]] = field(default_factory=dict)
+    # Cooperation Override Grants by ID, as granted, with ``consumedByEventId`` once used.
+    override_grants: dict[str, Json] = field(default_factory=dict)
     # Derived, not snapshotted: the budget allocated to WorkItems that are not cancelled.
     allocated: dict[str, Decimal] = field(default_factory=dict)
     # Not snapshotted: the full records of items settled since the holder last took them
@@ -743,6 +748,8 @@ class GroupState:
                 "usage": {"mission": self.mission_usage, "workItems": self.usage}
                 if self.mission_usage
                 else None,
+                "rates": self.rates or None,
+                "overrideGrants": list(self.override_grants.values()) or None,
             }
         )
 
@@ -779,6 +786,8 @@ class GroupState:
             },
             usage=dict(data.get("usage", {}).get("workItems", {})),
             mission_usage=data.get("usage", {}).get("mission", {}),
+            rates={k: list(v) for k, v in data.get("rates", {}).items()},
+            override_grants={g["grantId"]: dict(g) for g in data.get("overrideGrants", [])},
         )
         budgets = [item.contract["budget"] for item in state.work_items.values()]
         budgets += [item.budget for item in state.settled.values() if item.state != "cancelled"]

@@ -78,9 +78,13 @@ DECISION_KINDS = frozenset(
         "work.cancelled",
         "approval.execution.granted",
         "policy.cooperation_override.granted",
+        "ext.missionweaveprotocol.core.cooperation_override_consumed",
         "message.redacted",
     }
 )
+# A grant's consumption names the grant and the Event it admitted; a soft threshold reached
+# is the runaway controls' auditable notification (spec 20).
+OVERRIDE_CONSUMED = "ext.missionweaveprotocol.core.cooperation_override_consumed"
 POLICY_KINDS = frozenset(
     {
         "mission.approved",
@@ -93,6 +97,8 @@ POLICY_KINDS = frozenset(
         "work.authorized",
         "approval.execution.granted",
         "policy.cooperation_override.granted",
+        OVERRIDE_CONSUMED,
+        "ext.missionweaveprotocol.core.cooperation_threshold_reached",
         "message.redacted",
     }
 )
@@ -499,6 +505,23 @@ def _signed_approval(event: Mapping[str, Any]) -> Json:
     }
 
 
+def _override_use(event: Mapping[str, Any]) -> Json:
+    """A Cooperation Override Grant's issuance or consumption: the grant, the exceeded policy
+    and, once consumed, the accepted Event it admitted."""
+    payload = event.get("payload")
+    if not isinstance(payload, Mapping):
+        return {}
+    if event["kind"] == "policy.cooperation_override.granted":
+        return {"grantId": payload["grantId"], "policyName": payload["policyName"]}
+    if event["kind"] == OVERRIDE_CONSUMED:
+        return {
+            "grantId": payload["cooperationOverrideGrantId"],
+            "policyName": payload["policyName"],
+            "acceptedEventId": payload["acceptedEventId"],
+        }
+    return {}
+
+
 @dataclass
 class ArchiveProjection:
     """Decisions, approvals and Artifact references gathered while replaying a Group's log."""
@@ -536,6 +559,7 @@ class ArchiveProjection:
                         "eventId": event["eventId"],
                         "sequence": event["sequence"],
                         **_signed_approval(event),
+                        **_override_use(event),
                     },
                 }
             )

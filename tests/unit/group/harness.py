@@ -25,6 +25,7 @@ from mwp.core.group.api import CURRENT_RULES, RULES_LEDGER
 from mwp.core.group.approval import DEFAULT_POLICY_VERSION
 from mwp.core.group.clock import plus_seconds
 from mwp.core.group.context_package import PUBLISH_KIND as CONTEXT_PACKAGE_PUBLISH
+from mwp.core.group.cooperation_limits import CooperationLimits
 from mwp.core.group.ids import event_id
 from mwp.core.models import validate_document
 from mwp.core.trust.registry import KeyValidity, Principal
@@ -127,6 +128,24 @@ def grant_payload(target: str, **overrides: Any) -> dict[str, Any]:
     return base
 
 
+def override_payload(
+    beneficiary: Principal, kind: str, action_id: str, policy: str, **overrides: Any
+) -> dict[str, Any]:
+    """A ``policy.grant_cooperation_override`` payload for one target Command of MISSION,
+    expiring an hour after T0; ``None`` for a member removes it."""
+    base: dict[str, Any] = {
+        "missionId": MISSION,
+        "policyName": policy,
+        "beneficiary": beneficiary.to_json(),
+        "targetKind": kind,
+        "targetActionId": action_id,
+        "reason": "The release needs one more status update.",
+        "expiresAt": "2026-07-15T01:00:00Z",
+    }
+    base.update(overrides)
+    return {k: v for k, v in base.items() if v is not None}
+
+
 def selection_basis(**overrides: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "requiredCapabilities": [CAPABILITY],
@@ -216,6 +235,7 @@ class Harness:
         self.at_capacity = False  # the shell's "no room for more WorkItems"
         self.approved_missions: dict[str, str] = {}
         self.rules = CURRENT_RULES  # the rules revision every decision is made under
+        self.cooperation_limits = CooperationLimits()  # Organization policy (runaway.py)
         self._ids = itertools.count(1)
         self.events: list[dict[str, Any]] = []
 
@@ -233,6 +253,7 @@ class Harness:
             approved_missions=dict(self.approved_missions),
             at_capacity=self.at_capacity,
             rules=self.rules,
+            cooperation_limits=self.cooperation_limits,
         )
 
     # --- Commands ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import pytest
 
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import Envelope, GroupAuthority
+from mwp.core.group.api import RULES_LEDGER
 from tests.unit.group.harness import (
     COORD,
     COORD2,
@@ -344,8 +345,9 @@ def test_malformed_commands_get_typed_errors() -> None:
 
 def test_an_unsupported_kind_in_an_existing_group_is_invalid_command() -> None:
     h = mission_harness()
-    h.reject(ErrorCode.INVALID_COMMAND, COORD, "policy.grant_cooperation_override", {})
     h.reject(ErrorCode.INVALID_COMMAND, COORD, "ext.acme.custom.thing", {})
+    h.rules = RULES_LEDGER  # rules that know no Cooperation Override Grant
+    h.reject(ErrorCode.INVALID_COMMAND, COORD, "policy.grant_cooperation_override", {})
 
 
 def test_an_unexpected_fault_is_internal_error_and_changes_nothing(

@@ -268,6 +268,7 @@ _ACTORS = {
     "ext.missionweaveprotocol.core.execution_lease_renew": W1,
     "ext.missionweaveprotocol.core.schedule_disclose": W1,
     "ext.missionweaveprotocol.core.group_archive": OWNER,
+    "policy.grant_cooperation_override": OWNER,
 }
 
 

@@ -44,6 +44,7 @@ from tests.unit.group.harness import (
 from tests.unit.group.test_child_missions import Family
 from tests.unit.group.test_group_archive import snapshot as archival_snapshot
 from tests.unit.group.test_knowledge_reuse import import_payload
+from tests.unit.group.test_override_grants import overridden
 
 TEXT = {"content": [{"type": "text", "text": "Status."}]}
 EXTERNAL = content_hash("external")
@@ -198,6 +199,7 @@ def test_every_event_kind_is_emitted_and_schema_valid() -> None:
     seen |= {e["kind"] for e in _follow_up_events()}
     family = Family()
     seen |= {e["kind"] for e in family.parent.events + family.child.events}
+    seen |= {e["kind"] for e in overridden().events}  # a limit notifies, a grant is used
     assert seen == set(EVENT_KINDS)
 
 
