@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest import MonkeyPatch
+from temporalio import workflow
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
@@ -44,3 +46,15 @@ def recorded_histories(root: Path = HISTORIES) -> list[RecordedHistory]:
 def production_replayer() -> Replayer:
     """Every workflow type, configured as the product's workers are (:class:`MwpPlugin`)."""
     return Replayer(workflows=ALL_WORKFLOWS, plugins=[MwpPlugin()])
+
+
+async def needs_patch(history: WorkflowHistory, patch_id: str, monkeypatch: MonkeyPatch) -> None:
+    """``history`` replays, and with ``patch_id``'s check taken away (its old branch always;
+    the marker itself still matched) it no longer does: the patch guards what the run did."""
+    replayer = production_replayer()
+    await replayer.replay_workflow(history)
+    real = workflow.patched
+    monkeypatch.setattr(workflow, "patched", lambda i: real(i) and i != patch_id)
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    monkeypatch.setattr(workflow, "patched", real)
+    assert isinstance(replayed.replay_failure, workflow.NondeterminismError), history.workflow_id

@@ -27,7 +27,7 @@ from mwp.client.review import approve_payload, review_record, signed_approval
 from mwp.contracts.errors import RemoteMwpError, raising_mwp_errors
 from mwp.contracts.mission import UPDATE_COMMAND
 from mwp.core.errors import ErrorCode
-from mwp.core.trust.registry import Principal
+from mwp.core.trust.registry import Principal, RegistryEvidence
 from mwp.dev.scenario import (
     definition_of_done,
     evidence_for,
@@ -37,7 +37,9 @@ from mwp.dev.scenario import (
     selection_basis,
     work_contract,
 )
-from tests.integration.conftest import Organization, new_organization
+from mwp.log.group_log import GroupEventLog
+from mwp.stores.objects import open_store
+from tests.integration.conftest import Organization, new_organization, stack_log_location
 
 OWNERSHIP_EXPIRED = "ext.missionweaveprotocol.core.ownership_expired"
 EXECUTION_LEASE_RENEW = "ext.missionweaveprotocol.core.execution_lease_renew"
@@ -409,6 +411,23 @@ class MissionRig:
         events += (await self.submit(worker, item, epoch, lease["leaseId"]))["events"]
         events += (await self.accept_result(item))["events"]
         return events
+
+    # --- the Group Event log ----------------------------------------------------------------
+
+    async def verified_log(self) -> tuple[GroupEventLog, int]:
+        """The Group Event log once it holds every Event accepted so far, verified whole (six
+        stages, the chain), and the last sequence it covers."""
+        through = await self.mission.sequence()
+        log = GroupEventLog(open_store(stack_log_location()), self.mission.group_id)
+        evidence = RegistryEvidence.from_json(await self.crew.organization.registry.evidence_json())
+
+        async def mirrored() -> bool:
+            return log.last_sequence() >= through
+
+        await eventually(mirrored, timeout=20)
+        verdict = log.verify_all(evidence)
+        assert verdict.ok and verdict.last_sequence == through, verdict
+        return log, through
 
     # --- sessions --------------------------------------------------------------------------
 

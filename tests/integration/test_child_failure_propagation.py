@@ -16,10 +16,7 @@ from mwp.core.models import validate_document
 from mwp.core.trust.registry import Principal, RegistryEvidence
 from mwp.core.trust.signed_document import PROFILES, verify_value
 from mwp.dev.scenario import definition_of_done
-from mwp.log.group_log import GroupEventLog
-from mwp.stores.objects import open_store
 from tests.histories import production_replayer
-from tests.integration.conftest import stack_log_location
 from tests.integration.missions_helper import (
     Crew,
     MissionRig,
@@ -94,16 +91,8 @@ async def test_a_terminated_mission_s_failure_evidence_is_signed_by_the_group_au
     [returned] = event_of(result, "work.failed")["payload"]["failureEvidence"]
 
     # The signed Group Event log carries it as the Update returned it, signed and schema-valid.
-    through = await rig.mission.sequence()
-    log = GroupEventLog(open_store(stack_log_location()), rig.mission.group_id)
+    log, through = await rig.verified_log()
     evidence = RegistryEvidence.from_json(await rig.crew.organization.registry.evidence_json())
-
-    async def mirrored() -> bool:
-        return log.last_sequence() >= through
-
-    await eventually(mirrored, timeout=20)
-    verdict = log.verify_all(evidence)
-    assert verdict.ok and verdict.last_sequence == through, verdict
     [failed] = [e.event for e in log.read(0, through) if e.event["kind"] == "work.failed"]
     assert failed["workItemId"] == item.work_item_id
     [record] = failed["payload"]["failureEvidence"]

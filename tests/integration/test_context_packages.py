@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from temporalio import workflow
-
 from mwp.client import MwpClient, new_id
 from mwp.client.missions import in_seconds
 from mwp.core.errors import ErrorCode
@@ -19,7 +17,7 @@ from mwp.dev.scenario import selection_basis
 from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import open_store
 from mwp.workflows import patches
-from tests.histories import production_replayer
+from tests.histories import needs_patch
 from tests.integration.conftest import stack_log_location
 from tests.integration.missions_helper import MissionRig, event_of, eventually, new_mission
 
@@ -122,10 +120,4 @@ async def test_packages_are_published_named_by_offers_and_carried_inline_behind_
 
     # The run's history replays; without the patch's check (the old rules) it does not.
     history = await rig.client.temporal.get_workflow_handle(rig.workflow_id).fetch_history()
-    replayer = production_replayer()
-    await replayer.replay_workflow(history)
-    real = workflow.patched
-    removed = patches.MISSION_CONTEXT_PACKAGES.id
-    monkeypatch.setattr(workflow, "patched", lambda i: False if i == removed else real(i))
-    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    assert isinstance(replayed.replay_failure, workflow.NondeterminismError)
+    await needs_patch(history, patches.MISSION_CONTEXT_PACKAGES.id, monkeypatch)

@@ -12,7 +12,6 @@ import json
 from typing import Any
 
 import pytest
-from temporalio import workflow
 
 from mwp.cli import main
 from mwp.client import MwpClient
@@ -30,7 +29,7 @@ from mwp.log.compaction import archive_group, final_snapshot, latest_snapshot
 from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import open_store
 from mwp.workflows import patches
-from tests.histories import production_replayer
+from tests.histories import needs_patch
 from tests.integration.conftest import stack_keyring, stack_log_location
 from tests.integration.missions_helper import (
     MissionRig,
@@ -170,14 +169,7 @@ async def test_an_archiving_history_needs_its_patch(
     await asyncio.wait_for(workflow_result(rig), timeout=RETENTION / 2)
     handle = rig.client.temporal.get_workflow_handle(rig.workflow_id)
     history = await handle.fetch_history()
-
-    replayer = production_replayer()
-    await replayer.replay_workflow(history)
-    real = workflow.patched
-    removed = patches.MISSION_ARCHIVES.id
-    monkeypatch.setattr(workflow, "patched", lambda i: False if i == removed else real(i))
-    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    assert isinstance(replayed.replay_failure, workflow.NondeterminismError)
+    await needs_patch(history, patches.MISSION_ARCHIVES.id, monkeypatch)
 
 
 async def test_a_closed_group_archives_itself_when_its_retention_window_ends(
@@ -209,10 +201,4 @@ async def test_a_closed_group_archives_itself_when_its_retention_window_ends(
     assert final.mission_id == rig.mission.mission_id
 
     history = await rig.client.temporal.get_workflow_handle(rig.workflow_id).fetch_history()
-    replayer = production_replayer()
-    await replayer.replay_workflow(history)
-    real = workflow.patched
-    removed = patches.MISSION_OVERSIGHT.id
-    monkeypatch.setattr(workflow, "patched", lambda i: real(i) and i != removed)
-    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    assert isinstance(replayed.replay_failure, workflow.NondeterminismError)
+    await needs_patch(history, patches.MISSION_OVERSIGHT.id, monkeypatch)

@@ -19,11 +19,7 @@ from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.clock import plus_seconds
 from mwp.core.group.offline_execution import OFFLINE_EXTENSION
 from mwp.core.group.resource_usage import RECORDED_KIND, ResourceUsage
-from mwp.core.trust.registry import RegistryEvidence
 from mwp.core.wire.values import format_utc
-from mwp.log.group_log import GroupEventLog
-from mwp.stores.objects import open_store
-from tests.integration.conftest import stack_log_location
 from tests.integration.missions_helper import (
     admit_workers,
     eventually,
@@ -122,15 +118,6 @@ async def test_a_checkpoint_buffered_offline_is_charged_and_recorded_on_reconnec
     assert view["resourceUsage"]["cumulative"] == {"modelTokenLimit": 120, "toolCallLimit": 2}
     # The binding travelled as signed: the Group's log holds both Events, chained and signed.
     assert OFFLINE_EXTENSION in buffered["extensions"]
-    through = await rig.mission.sequence()
-    log = GroupEventLog(open_store(stack_log_location()), rig.mission.group_id)
-    evidence = RegistryEvidence.from_json(await rig.crew.organization.registry.evidence_json())
-
-    async def mirrored() -> bool:
-        return log.last_sequence() >= through
-
-    await eventually(mirrored, timeout=20)
-    verdict = log.verify_all(evidence)
-    assert verdict.ok and verdict.last_sequence == through, verdict
+    log, _ = await rig.verified_log()
     kinds = [e.event["kind"] for e in log.read(sequence, 10)]
     assert kinds == [RECORDED_KIND, "work.checkpointed"]

@@ -12,20 +12,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from temporalio import workflow
-
 from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Submission
 from mwp.client import Identity, MwpClient
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.resource_usage import RECORDED_KIND, ResourceUsage
-from mwp.core.trust.registry import Principal, RegistryEvidence
+from mwp.core.trust.registry import Principal
 from mwp.dev.stack import BackgroundStack, ensure_namespace
-from mwp.log.group_log import GroupEventLog
-from mwp.stores.objects import open_store
 from mwp.workers.agent import ensure_registered
 from mwp.workflows import patches
-from tests.histories import production_replayer
-from tests.integration.conftest import stack_log_location
+from tests.histories import needs_patch
 from tests.integration.gateway_agents import (
     AGENTS_NAMESPACE,
     gateway_runtime,
@@ -86,16 +81,7 @@ async def test_usage_is_charged_logged_refused_over_budget_and_needs_the_ledger_
     ]
 
     # The Group Event log holds the Event, signed and chained like every other.
-    through = await rig.mission.sequence()
-    log = GroupEventLog(open_store(stack_log_location()), rig.mission.group_id)
-    evidence = RegistryEvidence.from_json(await rig.crew.organization.registry.evidence_json())
-
-    async def mirrored() -> bool:
-        return log.last_sequence() >= through
-
-    await eventually(mirrored, timeout=20)
-    verdict = log.verify_all(evidence)
-    assert verdict.ok and verdict.last_sequence == through, verdict
+    log, through = await rig.verified_log()
     logged = [e.event for e in log.read(0, through) if e.event["kind"] == RECORDED_KIND]
     assert [e["eventId"] for e in logged] == [event["eventId"]]
 
@@ -103,13 +89,7 @@ async def test_usage_is_charged_logged_refused_over_budget_and_needs_the_ledger_
     # history accepted. The patch's marker is still matched (an unmatched marker alone would
     # fail the replay, whatever the run did); only its branch is not taken.
     history = await rig.client.temporal.get_workflow_handle(rig.workflow_id).fetch_history()
-    replayer = production_replayer()
-    await replayer.replay_workflow(history)
-    real = workflow.patched
-    removed = patches.MISSION_LEDGER.id
-    monkeypatch.setattr(workflow, "patched", lambda i: real(i) and i != removed)
-    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    assert isinstance(replayed.replay_failure, workflow.NondeterminismError)
+    await needs_patch(history, patches.MISSION_LEDGER.id, monkeypatch)
 
 
 # --- a capability's usage, through the gateway ---------------------------------------------------

@@ -223,9 +223,20 @@ def _decide_checkpoint(
         return
     item, owner = _owned_item(state, cmd, "active")
     lease = require_lease(item, cmd, ctx, releasing=True)
+    _draft_checkpointed(cmd, ctx, drafts, item, owner, lease.lease_id)
+
+
+def _draft_checkpointed(
+    cmd: Incoming,
+    ctx: AuthorityContext,
+    drafts: Drafts,
+    item: WorkItem,
+    owner: Ownership,
+    lease_id: str,
+) -> None:
     payload: Json = {
         "ownershipEpoch": owner.epoch,
-        "leaseId": lease.lease_id,
+        "leaseId": lease_id,
         "progress": _progress(cmd, required=True),
         # Releasing execution keeps a bounded ownership lease: a fresh start-by deadline.
         "startBy": plus_seconds(ctx.now, owner.start_within_seconds),
@@ -257,20 +268,7 @@ def _decide_offline_checkpoint(
     lease = held_lease(item, cmd.payload.id("leaseId"))
     check_binding(binding, cmd, item, lease, ctx)
     charge_offline_usage(state, cmd, binding, item, lease, drafts)
-    payload: Json = {
-        "ownershipEpoch": owner.epoch,
-        "leaseId": lease.lease_id,
-        "progress": _progress(cmd, required=True),
-        "startBy": plus_seconds(ctx.now, owner.start_within_seconds),
-    }
-    if cmd.payload.has("checkpointRef"):
-        payload["checkpointRef"] = _reference(cmd, "checkpointRef")
-    drafts.add(
-        "work.checkpointed",
-        ("work_item", item.work_item_id),
-        payload,
-        work_item_id=item.work_item_id,
-    )
+    _draft_checkpointed(cmd, ctx, drafts, item, owner, lease.lease_id)
 
 
 def _reference(cmd: Incoming, name: str) -> str:

@@ -266,24 +266,9 @@ def test_a_large_groups_compact_archive_command_fits_the_command_bound() -> None
     """20,000 Events: the full snapshot is over the bound, the compact one far under it, and
     the shell's completed document is the signed one, byte for byte."""
     through = 20_000
-    ids = [event_id(GROUP, s) for s in range(1, through + 1)]
-    document: dict[str, Any] = parse_bytes(
-        sign_snapshot(
-            build_snapshot(
-                group_id=GROUP,
-                through_sequence=through,
-                event_ids=ids,
-                state_bytes=STATE,
-                head_hash=HEAD,
-                purpose=SnapshotPurpose.ARCHIVAL,
-                created_by=AUTHORITY,
-                created_at="2026-12-01T00:00:00Z",
-            ),
-            "urn:example:key:group-authority",
-            SigningKey(b"\x07" * 32),
-        )
-    )
     h = closed_harness()
+    ids = [event_id(GROUP, s) for s in range(1, through + 1)]
+    document = snapshot(h, through=through, event_ids=ids)
 
     def size(snap: dict[str, Any]) -> int:
         return command_payload_bytes(wire_text(h.command(SERVICE, ARCHIVE, {"snapshot": snap})))
