@@ -119,6 +119,7 @@ from mwp.core.group.approval import embedded_approval
 from mwp.core.group.archive import GROUP_ARCHIVE_KIND, completed_snapshot
 from mwp.core.group.artifact import embedded_manifest
 from mwp.core.group.context_package import embedded_context_package
+from mwp.core.group.cooperation_limits import CooperationLimits
 from mwp.core.group.knowledge import (
     REUSE_APPROVAL_PROFILE,
     check_approval_shape,
@@ -174,6 +175,13 @@ class MissionWorkflow:
             else GroupAuthority()
         )
         self._principal = Principal(input.authority["type"], input.authority["id"])
+        # Organization policy for the runaway controls. Only a new input field sets it, and
+        # it issues no command, so a recorded history (which has none) replays unpatched.
+        self._cooperation_limits = (
+            CooperationLimits()
+            if input.cooperation_limits is None
+            else CooperationLimits.from_json(input.cooperation_limits)
+        )
         # The size this run's state had when it was carried over (0 on a Group's first run).
         self._snapshot_bytes = len((input.snapshot or {}).get("data", ""))
         self._registry = RegistrySubscription(input.organization_id)
@@ -552,6 +560,7 @@ class MissionWorkflow:
             legacy_parent=self._input.legacy_parent or not self._sealed,
             refusals=self._refusals.to_json() if self._refusals.total else None,
             closed_retention_seconds=self._input.closed_retention_seconds,
+            cooperation_limits=self._input.cooperation_limits,
         )
 
     # --- Commands --------------------------------------------------------------------------
@@ -730,8 +739,11 @@ class MissionWorkflow:
         now = format_utc(workflow.now())
         notice = self._registry.notice
         full = self._snapshot_bytes >= (self._input.snapshot_capacity or SNAPSHOT_CAPACITY)
+        limits = self._cooperation_limits
         if notice is None:
-            return AuthorityContext(now, self._principal, at_capacity=full, rules=self._rules)
+            return AuthorityContext(
+                now, self._principal, at_capacity=full, rules=self._rules, cooperation_limits=limits
+            )
         return AuthorityContext(
             now,
             self._principal,
@@ -739,6 +751,7 @@ class MissionWorkflow:
             notice.approved_missions,
             full,
             rules=self._rules,
+            cooperation_limits=limits,
         )
 
     def _after_accept(self, outcome: Outcome) -> None:
@@ -967,6 +980,8 @@ class MissionWorkflow:
             mirror_task_queue=self._input.mirror_task_queue,
             legacy_parent=not self._sealed,
             closed_retention_seconds=self._input.closed_retention_seconds,
+            # A child Mission is the same Organization's: the same policy decides there.
+            cooperation_limits=self._input.cooperation_limits,
         )
         if self._sealed:
             self._sealed_children.add(child["missionId"])

@@ -38,7 +38,7 @@ from mwp.cli import (
 from mwp.cli import mission_context as shared
 
 if TYPE_CHECKING:
-    pass
+    from mwp.core.group.cooperation_limits import CooperationLimits
 
 
 def register(subparsers: Any) -> None:
@@ -74,6 +74,12 @@ def register(subparsers: Any) -> None:
         "--follow-up-to",
         metavar="MISSION",
         help="mission.create_follow_up: link to this approved Mission (ID or unique prefix)",
+    )
+    create.add_argument(
+        "--cooperation-limits",
+        type=Path,
+        metavar="FILE",
+        help="the Organization's runaway-control limits, as JSON (docs/operations.md)",
     )
     create.set_defaults(handler=shared.handler(_create))
 
@@ -176,8 +182,11 @@ async def _create(args: argparse.Namespace) -> int:
 
     owner = shared.signer(args.state_dir, args.owner)
     coordinator = shared.signer(args.state_dir, args.coordinator)
+    limits = _cooperation_limits(args.cooperation_limits)
     client = await shared.connect_to(args)
-    missions = MissionClient(client, shared.organization_id(args.state_dir))
+    missions = MissionClient(
+        client, shared.organization_id(args.state_dir), cooperation_limits=limits
+    )
     follow_up_to = None
     if args.follow_up_to is not None:
         follow_up_to = shared.unique_mission(args.state_dir, args.follow_up_to)
@@ -197,6 +206,18 @@ async def _create(args: argparse.Namespace) -> int:
     shared.print_result(result)
     _print_links(args, mission.mission_id, mission.group_id)
     return 0
+
+
+def _cooperation_limits(path: Path | None) -> CooperationLimits | None:
+    """The limits in ``path``, checked before any Mission starts (None: the defaults)."""
+    from mwp.core.group.cooperation_limits import CooperationLimits
+
+    if path is None:
+        return None
+    try:
+        return CooperationLimits.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except ValueError as exc:  # not JSON, or not valid limits
+        raise shared.MissionCliError(f"--cooperation-limits {path}: {exc}") from None
 
 
 async def _list(args: argparse.Namespace) -> int:

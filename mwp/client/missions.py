@@ -59,6 +59,7 @@ from mwp.contracts.mission import (
 from mwp.contracts.work_item import QUERY_WORK_ITEM as QUERY_CHILD_VIEW
 from mwp.contracts.work_item import WORK_ITEM_FAILED, work_item_workflow_id
 from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.group.cooperation_limits import CooperationLimits
 from mwp.core.group.kinds import COORDINATOR_KINDS
 from mwp.core.group.resource_usage import RECORD_KIND, ResourceUsage
 from mwp.core.trust.registry import Principal
@@ -368,8 +369,12 @@ class MissionClient:
         mirror_task_queue: str | None = None,
         snapshot_capacity: int | None = None,
         closed_retention_seconds: int | None = None,
+        cooperation_limits: CooperationLimits | None = None,
     ) -> None:
         self.client = client
+        # The Organization's runaway-control limits for every Mission created here (and its
+        # child Missions); None: the defaults.
+        self.cooperation_limits = cooperation_limits
         # How long a closed Mission keeps answering retries before its workflow completes
         # (default: the Command freshness window plus its skew; tests shorten it).
         self.closed_retention_seconds = closed_retention_seconds
@@ -438,6 +443,8 @@ class MissionClient:
             start_input.snapshot_capacity = self.snapshot_capacity
         if self.closed_retention_seconds is not None:
             start_input.closed_retention_seconds = self.closed_retention_seconds
+        if self.cooperation_limits is not None:
+            start_input.cooperation_limits = self.cooperation_limits.to_json()
         temporal = self.client.temporal
         summary = mission_summary(command["payload"])
 

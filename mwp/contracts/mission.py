@@ -65,6 +65,9 @@ class MissionInput:
     # How long a closed Mission's workflow keeps answering retries before it completes
     # (0: CLOSED_RETENTION_SECONDS; tests shorten it). docs/operations.md, "Closed Missions".
     closed_retention_seconds: int = 0
+    # The Organization's cooperation limits (``CooperationLimits.to_json``; None: the defaults),
+    # which every run and child Mission of this Group decides under.
+    cooperation_limits: dict[str, Any] | None = None
 
 
 # A retry of a Mission's last Commands is answered with its receipt while the workflow runs.

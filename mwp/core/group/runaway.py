@@ -116,7 +116,8 @@ def assess(state: GroupState, cmd: Incoming, limits: CooperationLimits, now: str
     measures = []
     for policy, observed in found:
         limit = limits.of(policy)
-        measures.append(Measure(policy, observed, limit.soft, limit.binding))
+        if limit is not None:  # the Organization limits it
+            measures.append(Measure(policy, observed, limit.soft, limit.binding))
     if cmd.kind == RECORD_KIND and limits.budget_soft_percent is not None:
         share = _budget_share(state, cmd)
         if share is not None:

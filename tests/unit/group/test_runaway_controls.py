@@ -271,3 +271,22 @@ def test_limits_need_a_soft_threshold_within_the_binding_limit() -> None:
     for percent in (0, 101):
         with pytest.raises(ValueError):
             CooperationLimits(budget_soft_percent=percent)
+
+
+# --- the defaults ---------------------------------------------------------------------------------
+
+
+def test_by_default_rates_and_work_are_unlimited_and_only_runaway_decomposition_is() -> None:
+    """An Organization that sets nothing keeps a busy Group busy: no rate, open proposal or
+    active-work limit; decomposition is limited far beyond a planned graph."""
+    h = mission_harness()
+    assert h.cooperation_limits == CooperationLimits()
+    for _ in range(300):  # one actor, one rate window
+        assert kinds(h.submit(COORD, "message.post", TEXT).events) == ["message.posted"]
+    defaults = CooperationLimits()
+    assert None is defaults.message_rate is defaults.proposal_rate is defaults.active_work
+    assert defaults.open_proposals is None
+    assert (defaults.work_item_depth, defaults.duplicate_work) == (Limit(8, 16), Limit(10, 20))
+    off = CooperationLimits.from_json({"workItemDepth": None, "messageRate": None})
+    assert off.work_item_depth is None and off.duplicate_work == Limit(10, 20)
+    assert CooperationLimits.from_json(off.to_json()) == off
