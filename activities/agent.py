@@ -26,6 +26,7 @@ from mwp.agent.execution import LeasedExecution, OwnerChannel, RunContent, refus
 from mwp.agent.gateway_channel import GatewayChannel, GatewayContent
 from mwp.agent.gateway_link import GatewayLink
 from mwp.agent.progress import OwnerCommand
+from mwp.agent.tokens import TokenHolder
 from mwp.client import MwpClient
 from mwp.client.missions import MissionHandle
 from mwp.contracts.agent import (
@@ -207,12 +208,14 @@ class AgentActivities:
 
     @activity.defn(name=RUN_CAPABILITY)
     async def run_capability(self, order: ExecutionOrder) -> ExecutionOutcome:
-        if self.gateway is None:
+        authorizer: TokenHolder | None = None
+        if self.gateway is None:  # direct mode: the operators' trusted mode, no tokens
             channel: OwnerChannel = _Channel(self, order)
             content: RunContent | None = None
         else:
             channel = GatewayChannel(self.gateway, order, lambda: self.preemption_requested(order))
             content = GatewayContent(self.gateway, order.group_id)
+            authorizer = TokenHolder(self.gateway, order, self.agent.tools)
         run = LeasedExecution(
             self.agent,
             order,
@@ -221,6 +224,7 @@ class AgentActivities:
             beat=activity.heartbeat,
             card_version=self.card_version,
             content=content,
+            authorizer=authorizer,
         )
         outcome = await run.run()
         activity.logger.info("run of %s ended: %s", order.work_item_id, asdict(outcome))

@@ -91,6 +91,8 @@ log = logging.getLogger(__name__)
 # Refusals that mean "this run no longer holds the item": stop acting, keep results for audit.
 FENCED_CODES = frozenset({ErrorCode.WORK_LEASE_EXPIRED, ErrorCode.WORK_STALE_OWNERSHIP})
 CHECKPOINT_PREFIX = "checkpoints/"
+# The tool name a capability token allows a function passed to ``ctx.tool`` under.
+INLINE_TOOL = "inline"
 LATE_RESULT_PREFIX = "late-results/"
 # The failure code of work given back after an upgrade of the agent its pins cannot follow.
 INCOMPATIBLE_UPGRADE = "AGENT_CARD_INCOMPATIBLE"
@@ -114,6 +116,15 @@ class OwnerChannel(Protocol):
 
     async def preemption_requested(self) -> bool:
         """Whether the Worker Scheduler asked this run to stop at its next checkpoint."""
+        ...
+
+
+class ToolAuthorizer(Protocol):
+    """What allows a tool call's side effect in gateway mode: the run's capability token
+    (:class:`mwp.agent.tokens.TokenHolder`), checked locally and presented to the gateway."""
+
+    async def authorize(self, tool: str, cost: ResourceUsage, lease_id: str) -> None:
+        """Return when the call may run; a refusal raises :class:`MwpError`."""
         ...
 
 
@@ -262,8 +273,10 @@ class LeasedExecution:
         clock: Callable[[], str] = utc_now,
         card_version: int | None = None,
         content: RunContent | None = None,
+        authorizer: ToolAuthorizer | None = None,
     ) -> None:
         self.agent = agent
+        self.authorizer = authorizer  # None: the operators' trusted mode (no tokens)
         # The Agent Card version the Registry holds (a registered card may be newer than the
         # declaration's): what the Authority checks a published manifest's producer against.
         self.card_version = card_version or agent.card_info.card_version
@@ -624,6 +637,12 @@ class LeasedExecution:
         return self.lease_id
 
 
+def tool_name(agent: Agent, fn: Callable[..., Awaitable[Any]] | str) -> str:
+    """The name a tool call is authorized under: a declared tool's, or ``inline`` for a
+    function the capability passes itself."""
+    return fn if isinstance(fn, str) and fn in agent.tools else INLINE_TOOL
+
+
 class _LeasedContext(WorkItemFacts):
     """The :class:`CapabilityContext` of one leased run."""
 
@@ -670,6 +689,9 @@ class _LeasedContext(WorkItemFacts):
 
         async def charged(*a: Any, **k: Any) -> Any:
             nonlocal executed
+            if r.authorizer is not None:  # refused: nothing runs, nothing is recorded
+                with _lease_lost_when_fenced():
+                    await r.authorizer.authorize(tool_name(r.agent, fn), cost, r.require_lease())
             executed = True  # charged once it runs, raising or not: the call was made
             result = await tool(*a, **k)
             if isinstance(result, Spent):

@@ -47,6 +47,11 @@ def group_authority(organization_id: str) -> Principal:
     return Principal("service", f"{organization_id}:service:group-authority")
 
 
+def authorization_service(organization_id: str) -> Principal:
+    """The Organization's Authorization Service: it issues the Workers' capability tokens."""
+    return Principal("service", f"{organization_id}:service:authorization")
+
+
 def registry_subscribers(organization_id: str) -> str:
     """The recipient of a Registry notice: every subscriber of the registry at once (a notice
     is sealed once per revision; shown to another subscriber, it says nothing new)."""

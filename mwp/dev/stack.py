@@ -522,9 +522,11 @@ class DevStack:
         """The gateway of the state folder's Organization; None until `mwp registry init`."""
         from mwp.client import ClientError, KeyStore, MwpClient
         from mwp.client.state_dir import REGISTRY_KEY_NAME, StateDirError, organization_id_of
+        from mwp.contracts.messages import authorization_service
         from mwp.gateway.authority import TemporalAuthority
         from mwp.gateway.server import Gateway
         from mwp.gateway.tls import certificate_hash_of_file
+        from mwp.log.keys import AuthorityKeyring
         from mwp.stores.objects import open_store
 
         try:
@@ -535,8 +537,15 @@ class DevStack:
         authority = TemporalAuthority(
             MwpClient(self.client), organization_id, registrar, open_store(self.config.log_location)
         )
+        # The Authorization Service's key lives beside the Group Authority's: a restarted
+        # stack signs capability tokens with the key the Registry already holds.
+        keyring = AuthorityKeyring.in_state_dir(self.config.state_dir)
         return Gateway(
-            authority, context, certificate_hash_of_file(server_cert), self._gateway_options()
+            authority,
+            context,
+            certificate_hash_of_file(server_cert),
+            self._gateway_options(),
+            authorization_identity=keyring.ensure(authorization_service(organization_id)),
         )
 
     def _gateway_options(self) -> Any:

@@ -252,6 +252,12 @@ class ArtifactRoutes:
         raise HttpRefusal(405, "GET an Artifact; POST or PUT one to upload.", "method")
 
     async def _session(self, request: Request) -> Session:
+        return await self.session(request, self.session_of)
+
+    @staticmethod
+    async def session(request: Request, session_of: Callable[[str], Awaitable[Session]]) -> Session:
+        """The live session whose token authorizes ``request`` (the gateway's other routes
+        are authorized the same way)."""
         authorization = request.headers.get(SESSION_HEADER, "")
         if not authorization.startswith(BEARER):
             raise MwpError(
@@ -259,7 +265,7 @@ class ArtifactRoutes:
                 "Authorize with the session token of a HELLO.",
                 diagnostic=Diagnostic("session", "no-token"),
             )
-        return await self.session_of(authorization[len(BEARER) :].strip())
+        return await session_of(authorization[len(BEARER) :].strip())
 
 
 # The session's own Agent Card, as the Registry holds it now (an agent outside the authority

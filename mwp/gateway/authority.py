@@ -85,6 +85,14 @@ class Authority(Protocol):
 
     async def decide(self, command: Mapping[str, Any]) -> Decided: ...
 
+    async def work_item(self, group_id: str, work_item_id: str) -> dict[str, Any]:
+        """The Group Authority's current view of the WorkItem (queried, not cached)."""
+        ...
+
+    async def register_binding(self, identity: Identity) -> None:
+        """Register a service key of the authority zone in the Registry (idempotent)."""
+        ...
+
     def running_groups(self) -> AsyncIterator[str]:
         """The Group IDs of the running MissionWorkflows (the standing subscriptions' search)."""
         ...
@@ -123,6 +131,8 @@ class TemporalAuthority:
         self._epochs = Recent(self.registry.session_epochs, SESSION_CHECK_SECONDS)
         self._evidence = Recent(self.registry.evidence, EVIDENCE_SECONDS)
         self._appended: dict[str, asyncio.Event] = {}
+        # Told of each decided ``work.start`` (Group, WorkItem) before its Events are awaited.
+        self.started: Callable[[str, str], None] | None = None
 
     @property
     def organization_id(self) -> str:
@@ -172,9 +182,25 @@ class TemporalAuthority:
             result = await mission.send_signed(command)
         except ClientError:  # the workflow is gone (closed, or never ran here)
             raise group_not_found(group_id) from None
+        if self.started is not None and command.get("kind") == "work.start":
+            self.started(group_id, str(command.get("workItemId")))
         receipt: dict[str, Any] = result["receipt"]
         events = await self._signed_events(group_id, receipt)
         return Decided(receipt, events, bool(result.get("duplicate")))
+
+    async def work_item(self, group_id: str, work_item_id: str) -> dict[str, Any]:
+        workflow_id = await self._mission_workflow(group_id)
+        mission_id = workflow_id.removeprefix(mission_workflow_id(""))
+        try:
+            return await MissionHandle(self.client, mission_id, group_id).work_item(work_item_id)
+        except ClientError:  # the workflow is gone (closed, or never ran here)
+            raise group_not_found(group_id) from None
+
+    async def register_binding(self, identity: Identity) -> None:
+        evidence = await self.registry.evidence_json()
+        if identity.key_id not in {b["keyId"] for b in evidence.get("bindings", [])}:
+            await self.registry.register_binding(identity)
+        self._evidence.forget()
 
     async def running_groups(self) -> AsyncIterator[str]:
         query = f"WorkflowType = '{MISSION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'"

@@ -27,7 +27,8 @@ with a typed ``ERROR`` frame naming it, and the connection carries on. Served no
   this connection passed to it, never backwards) and frees that Group's window;
 * Artifacts, on a second TLS 1.3 listener (``artifact_port``; the WebSocket library reads no
   request bodies): HTTPS routes of :mod:`mwp.gateway.artifacts`, authorized by the session
-  token of a connection's live session (it stops working when that session ends).
+  token of a connection's live session (it stops working when that session ends); on the same
+  listener, the Authorization Service's capability-token routes (:mod:`mwp.gateway.authorization`).
 
 Delivery is pushed: the mirror's hints (:mod:`mwp.gateway.hints`) wake the Groups' readers, in
 process and, with ``hint_listen``, over UDP from other processes of the authority zone.
@@ -50,6 +51,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from mwp import PROTOCOL_VERSION
+from mwp.client import Identity
 from mwp.contracts.messages import group_authority
 from mwp.contracts.metrics import GATEWAY_CONNECTIONS
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
@@ -67,8 +69,9 @@ from mwp.core.models.websocket_frame import (
 )
 from mwp.core.models.websocket_frame import GroupSubscription as GroupSubscriptionRequest
 from mwp.core.wire.values import b64url_encode, format_utc
+from mwp.gateway import authorization
 from mwp.gateway.artifacts import MAX_ARTIFACT_BYTES, ArtifactGate, ArtifactRoutes
-from mwp.gateway.authority import Authority, group_not_found
+from mwp.gateway.authority import Authority, TemporalAuthority, group_not_found
 from mwp.gateway.discovery import MEMBER_GROUPS, Discovery, Standing
 from mwp.gateway.frames import (
     MAX_MESSAGE_BYTES,
@@ -142,6 +145,7 @@ class Gateway:
         options: GatewayOptions = GatewayOptions(),
         *,
         clock: Callable[[], datetime] = _utc_now,
+        authorization_identity: Identity | None = None,
     ) -> None:
         if ssl_context.minimum_version != ssl.TLSVersion.TLSv1_3:
             raise ValueError("the gateway serves TLS 1.3 only (spec 17.1)")
@@ -178,6 +182,17 @@ class Gateway:
             refusal_seconds=options.refusal_seconds,
             max_bytes=options.max_artifact_bytes,
         )
+        # The Organization's Authorization Service: capability tokens (mwp.gateway.authorization).
+        # Its key: ``authorization_identity`` (kept by the stack) or one made for this process.
+        self.authorizations = authorization.Authorizations(
+            authority.organization_id,
+            authority.work_item,
+            authority.register_binding,
+            clock,
+            identity=authorization_identity,
+        )
+        if isinstance(authority, TemporalAuthority):
+            authority.started = self.authorizations.prefetch
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -189,6 +204,7 @@ class Gateway:
                     self.hint_address = await stack.enter_async_context(
                         listen_udp(*self.options.hint_listen, self.notify)
                     )
+                await stack.enter_async_context(self.authorizations.serving())
                 yield
         finally:
             if token is not None:
@@ -244,7 +260,11 @@ class Gateway:
         self._gauge.set(len(self.open_connections) - live, {"authenticated": "false"})
 
     async def routes(self, request: Request) -> Response:
-        """Serve one Artifact request."""
+        """Serve one Artifact or authorization request."""
+        route = authorization.route_of(request.target)
+        if route is not None:
+            session = await ArtifactRoutes.session(request, self.session_of)
+            return await authorization.serve(self.authorizations, session, request, route)
         return await ArtifactRoutes(self.artifacts, self.session_of, self.authority.agent_card)(
             request
         )

@@ -250,9 +250,13 @@ async def test_a_rebuilt_scheduler_is_fed_its_groups_again_into_the_same_queues(
             sequence = await rig.mission.sequence()
             return queue if queue is not None and queue["cursor"] == sequence else None
 
-        async def settled() -> bool:
+        async def settled() -> bool:  # running, and past its first checkpoint (it holds there)
             queue = await caught_up()
-            return queue is not None and queue["entries"][first.work_item_id][0] == "active"
+            return (
+                queue is not None
+                and queue["entries"][first.work_item_id][0] == "active"
+                and bool(queue["checkpoints"].get(first.work_item_id))
+            )
 
         await eventually(settled, timeout=30)
         before = await caught_up()

@@ -30,6 +30,8 @@ from mwp.core.trust.service_message import MessageRefusedError, TrustedKey, open
 from mwp.core.wire.ed25519 import SigningKey
 from mwp.core.wire.values import Instant, ValueRuleError, parse_timestamp
 
+CLAUSES: tuple[str, ...] = ("MWP-AUT-001", "MWP-AUT-002", "MWP-WRK-014")
+
 TOKEN_TYPE: Final = "capability-token"
 
 # The budget's dimension names (mwp.core.group.allocation.DIMENSIONS; the Group core imports
@@ -301,11 +303,29 @@ def check(
     holds the signing key, valid when the token was issued and now.
     """
     document = token.document if isinstance(token, CapabilityToken) else token
-    at = _instant(now, "now")
+    _instant(now, "now")
     claims = _open(document, presented_by.agent_id, trusted, issuer, now)
+    return check_claims(
+        claims, presented_by=presented_by, for_call=for_call, now=now, revoked=revoked, spent=spent
+    )
+
+
+def check_claims(
+    claims: Claims,
+    *,
+    presented_by: Binding,
+    for_call: ToolCall,
+    now: str,
+    revoked: Collection[str] = (),
+    spent: Mapping[str, Decimal | int] | None = None,
+) -> Claims:
+    """:func:`check` of claims already opened (the signature is not looked at again): the
+    agent runtime's local check of the token its gateway handed it."""
+    if claims.binding.agent_id != presented_by.agent_id:
+        raise _refuse(ErrorCode.AUTH_FORBIDDEN, "binding", "agent")
     if claims.token_id in revoked:
         raise _refuse(ErrorCode.AUTH_FORBIDDEN, "revocation", "revoked")
-    _check_expiry(claims, at)
+    _check_expiry(claims, _instant(now, "now"))
     _check_binding(claims.binding, presented_by)
     _check_call(claims.grant, for_call)
     _check_spend(claims.grant.limits, for_call.spend, spent or {})
