@@ -268,7 +268,7 @@ def _decide_offline_checkpoint(
     lease = held_lease(item, cmd.payload.id("leaseId"))
     check_binding(binding, cmd, item, lease, ctx)
     charge_offline_usage(state, cmd, binding, item, lease, drafts)
-    _draft_checkpointed(cmd, ctx, drafts, item, owner, lease.lease_id)
+    _draft_checkpointed(cmd, ctx, drafts, item, owner, lease.lease.lease_id)
 
 
 def _reference(cmd: Incoming, name: str) -> str:

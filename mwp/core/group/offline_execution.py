@@ -36,7 +36,7 @@ from mwp.core.group.drafts import Drafts
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.rejection import forbidden, invalid, reject
 from mwp.core.group.resource_usage import draft_usage
-from mwp.core.group.state import GroupState, WorkItem
+from mwp.core.group.state import ExecutionLease, GroupState, WorkItem
 from mwp.core.wire.values import is_identifier, is_profile_timestamp
 
 Json = dict[str, Any]
@@ -78,15 +78,11 @@ class OfflineBinding:
 
 @dataclass(frozen=True, slots=True)
 class HeldLease:
-    """What the Group knows of the lease a binding names."""
+    """The lease a binding names, as the Group knows it, and when a newer Session revoked it
+    (None: still current)."""
 
-    lease_id: str
-    agent_id: str
-    session_epoch: int
-    ownership_epoch: int
-    started_at: str
-    expires_at: str
-    revoked_at: str | None  # None: still the current lease
+    lease: ExecutionLease
+    revoked_at: str | None
 
 
 def offline_binding(cmd: Incoming, ctx: AuthorityContext) -> OfflineBinding | None:
@@ -126,28 +122,11 @@ def held_lease(item: WorkItem, lease_id: str) -> HeldLease:
     """The lease of this ownership the binding names: current, or revoked by a newer Session
     with no lease after it. Anything else (closed by the owner, expired, another ownership's,
     unknown) takes no offline progress."""
-    lease = item.execution_lease
+    lease, revoked = item.execution_lease, item.revoked_lease
     if lease is not None and lease.lease_id == lease_id:
-        return HeldLease(
-            lease.lease_id,
-            lease.agent_id,
-            lease.session_epoch,
-            lease.ownership_epoch,
-            lease.started_at,
-            lease.expires_at,
-            None,
-        )
-    revoked = item.revoked_lease
+        return HeldLease(lease, None)
     if lease is None and revoked is not None and revoked["leaseId"] == lease_id:
-        return HeldLease(
-            revoked["leaseId"],
-            revoked["agentId"],
-            revoked["sessionEpoch"],
-            revoked["ownershipEpoch"],
-            revoked["startedAt"],
-            revoked["expiresAt"],
-            revoked["revokedAt"],
-        )
+        return HeldLease(ExecutionLease.from_json(revoked), revoked["revokedAt"])
     reject(
         ErrorCode.WORK_LEASE_EXPIRED,
         "offline progress is taken only under the lease the run held, while no other followed",
@@ -161,41 +140,40 @@ def check_binding(
 ) -> None:
     """The binding states the Command's own Group, WorkItem, owner and lease, and the checkpoint
     was buffered inside the window that lease and the grace allowed."""
-    stated = {
-        "agentId": (binding.agent_id, cmd.actor_id),
-        "groupId": (binding.group_id, cmd.group_id),
-        "workItemId": (binding.work_item_id, item.work_item_id),
-        "ownershipEpoch": (binding.ownership_epoch, cmd.payload.raw("ownershipEpoch")),
-        "executionLeaseId": (binding.lease_id, cmd.payload.raw("leaseId")),
-    }
-    for member, (bound, actual) in stated.items():
-        if bound != actual:
-            invalid(
-                f"the offline binding's {member} is not the Command's",
-                reason="offline_binding",
-                member=member,
-            )
-    held = {
-        "agentId": (binding.agent_id, lease.agent_id),
-        "sessionEpoch": (binding.session_epoch, lease.session_epoch),
-        "ownershipEpoch": (binding.ownership_epoch, lease.ownership_epoch),
-        "executionLeaseExpiresAt": (instant(binding.lease_expires_at), instant(lease.expires_at)),
-    }
-    for member, (bound, actual) in held.items():
-        if bound != actual:
-            invalid(
-                f"the offline binding's {member} is not the lease's",
-                reason="offline_lease_facts",
-                member=member,
-            )
+    _agree(
+        "the Command's",
+        "offline_binding",
+        agentId=(binding.agent_id, cmd.actor_id),
+        groupId=(binding.group_id, cmd.group_id),
+        workItemId=(binding.work_item_id, item.work_item_id),
+        ownershipEpoch=(binding.ownership_epoch, cmd.payload.raw("ownershipEpoch")),
+        executionLeaseId=(binding.lease_id, cmd.payload.raw("leaseId")),
+    )
+    held = lease.lease
+    _agree(
+        "the lease's",
+        "offline_lease_facts",
+        agentId=(binding.agent_id, held.agent_id),
+        sessionEpoch=(binding.session_epoch, held.session_epoch),
+        ownershipEpoch=(binding.ownership_epoch, held.ownership_epoch),
+        executionLeaseExpiresAt=(instant(binding.lease_expires_at), instant(held.expires_at)),
+    )
     _check_window(binding, lease, ctx)
 
 
-def _check_window(binding: OfflineBinding, lease: HeldLease, ctx: AuthorityContext) -> None:
+def _agree(whose: str, reason: str, **pairs: tuple[Any, Any]) -> None:
+    """Each member the binding states is ``whose``: the first that is not is refused."""
+    for member, (bound, actual) in pairs.items():
+        if bound != actual:
+            invalid(f"the offline binding's {member} is not {whose}", reason=reason, member=member)
+
+
+def _check_window(binding: OfflineBinding, held: HeldLease, ctx: AuthorityContext) -> None:
     disconnected, buffered = instant(binding.disconnected_at), instant(binding.buffered_at)
     grace = instant(binding.grace_deadline)
     if not disconnected <= buffered < grace:
         _outside("buffered before the disconnection, or not before its grace deadline")
+    lease = held.lease
     if buffered < instant(lease.started_at):
         _outside("buffered before the lease started")
     if grace > instant(lease.expires_at):
@@ -204,7 +182,7 @@ def _check_window(binding: OfflineBinding, lease: HeldLease, ctx: AuthorityConte
         _outside(f"a grace longer than the {MAX_GRACE_SECONDS} s policy allows")
     if buffered > instant(ctx.now):
         _outside("buffered after the Group's own time")
-    if lease.revoked_at is not None and buffered >= instant(lease.revoked_at):
+    if held.revoked_at is not None and buffered >= instant(held.revoked_at):
         _outside("buffered after the lease was revoked")
 
 
@@ -230,8 +208,8 @@ def charge_offline_usage(
         binding.delta,
         drafts,
         ownership_epoch=binding.ownership_epoch,
-        lease_id=lease.lease_id,
-        session_epoch=lease.session_epoch,
+        lease_id=lease.lease.lease_id,
+        session_epoch=lease.lease.session_epoch,
         reconciliation={
             "sessionEpoch": cmd.session_epoch,
             "disconnectedAt": binding.disconnected_at,
