@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,14 +16,15 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
-from mwp.agent import Agent
+from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Submission
 from mwp.agent.gateway_link import GatewaySettings
-from mwp.client import MwpClient, connect
+from mwp.client import Identity, MwpClient, connect
 from mwp.contracts.agent import agent_workflow_id
+from mwp.core.trust.registry import Principal
 from mwp.dev.stack import ensure_namespace
 from mwp.gateway.server import Gateway
 from mwp.gateway.tls import development_certificates
-from mwp.workers.agent import AgentSession, run_agent_worker
+from mwp.workers.agent import AgentSession, ensure_registered, run_agent_worker
 from tests.integration.conftest import Organization
 from tests.integration.test_gateway import running_gateway
 from tests.integration.test_gateway_subscribe import OPTIONS
@@ -114,3 +116,39 @@ async def gateway_runtime(
         agents = await connect(address, AGENTS_NAMESPACE)
         with contextlib.suppress(RPCError):  # a later runtime of the agent ended it already
             await scheduler_of(agents, agent.agent_id).terminate("test over")
+
+
+def sample_agent(organization_id: str, name: str) -> Agent:
+    """A new Agent of the Organization, with its own key, named ``name`` (its card's too)."""
+    agent_id = f"urn:mwp:agent:{name.lower()}-{uuid.uuid4().hex[:8]}"
+    return Agent(
+        agent_id,
+        Identity.generate(Principal("agent", agent_id)),
+        card=CardInfo(organization_id, Principal("human", "urn:mwp:human:tester"), name),
+    )
+
+
+async def covering_submission(ctx: CapabilityContext, data: bytes) -> Submission:
+    """``data`` published as the run's Artifact, with one Evidence item per acceptance
+    criterion of its contract."""
+    content = await ctx.publish(data, media_type="text/plain", schema_uri="urn:mwp:schema:text")
+    evidence = [
+        EvidenceItem(f"{ctx.work_item_id}:evidence:{c['criterionId']}", [c["criterionId"]])
+        for c in ctx.contract["acceptanceCriteria"]
+    ]
+    return Submission([content], evidence)
+
+
+@asynccontextmanager
+async def served_agent(
+    client: MwpClient, organization: Organization, agent: Agent, address: str, folder: Path
+) -> AsyncIterator[Gateway]:
+    """``agent`` registered with ``organization`` and run by :func:`gateway_runtime` behind
+    that Organization's gateway (:func:`agent_gateway`), until the block ends; the gateway."""
+    await ensure_registered(organization.registry, agent)
+    await ensure_namespace(client.temporal.service_client, AGENTS_NAMESPACE)
+    async with (
+        agent_gateway(client, organization, folder / "tls") as (gateway, settings),
+        gateway_runtime(agent, settings, address, folder / "ledger"),
+    ):
+        yield gateway

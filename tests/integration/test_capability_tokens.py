@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Submission
+from mwp.agent import Agent, CapabilityContext, CardInfo, Submission
 from mwp.agent.gateway_link import GatewayLink, GatewaySettings
 from mwp.agent.tokens import INVOKE, TokenHolder
 from mwp.client import Identity, MwpClient
@@ -31,20 +30,20 @@ from mwp.core.trust.registry import Principal
 from mwp.core.wire.jcs import canonicalize
 from mwp.core.wire.strict_json import parse_bytes
 from mwp.dev.scenario import work_contract
-from mwp.dev.stack import BackgroundStack, ensure_namespace
+from mwp.dev.stack import BackgroundStack
 from mwp.gateway.authorization import token_path, tool_call_path
 from mwp.gateway.hello import Session
 from mwp.gateway.https import request
 from mwp.gateway.server import Gateway
 from mwp.log.group_log import GroupEventLog
 from mwp.stores.artifacts import ArtifactStore
-from mwp.workers.agent import ensure_registered
 from tests.integration.gateway_agents import (
-    AGENTS_NAMESPACE,
     agent_gateway,
     agents_client,
-    gateway_runtime,
+    covering_submission,
+    sample_agent,
     scheduler_of,
+    served_agent,
 )
 from tests.integration.missions_helper import (
     MissionRig,
@@ -420,12 +419,7 @@ CALLS: list[str] = []
 
 
 def tool_agent(organization_id: str) -> Agent:
-    agent_id = f"urn:mwp:agent:tokens-{uuid.uuid4().hex[:8]}"
-    agent = Agent(
-        agent_id,
-        Identity.generate(Principal("agent", agent_id)),
-        card=CardInfo(organization_id, Principal("human", "urn:mwp:human:tester"), "Tokens"),
-    )
+    agent = sample_agent(organization_id, "Tokens")
 
     @agent.tool("effect")
     async def effect(note: str) -> str:
@@ -441,12 +435,7 @@ def tool_agent(organization_id: str) -> Agent:
             return "inline"
 
         await ctx.tool("three", inline)
-        content = await ctx.publish(b"done", media_type="text/plain", schema_uri="urn:x:text")
-        evidence = [
-            EvidenceItem(f"{ctx.work_item_id}:evidence:{c['criterionId']}", [c["criterionId"]])
-            for c in ctx.contract["acceptanceCriteria"]
-        ]
-        return Submission([content], evidence)
+        return await covering_submission(ctx, b"done")
 
     return agent
 
@@ -470,23 +459,19 @@ async def test_a_run_presents_its_token_and_no_durable_object_holds_one(
 ) -> None:
     rig = await new_mission(mwp_client)
     agent = tool_agent(rig.crew.organization.organization_id)
-    await ensure_registered(rig.crew.organization.registry, agent)
-    await ensure_namespace(mwp_client.temporal.service_client, AGENTS_NAMESPACE)
     issued: list[CapabilityToken] = []
-    async with agent_gateway(mwp_client, rig.crew.organization, tmp_path / "tls") as (
-        gateway,
-        settings,
-    ):
-        gateway.authorizations.observe = issued.append
-        async with gateway_runtime(agent, settings, temporal_stack.address, tmp_path / "ledger"):
-            item = await rig.authorize("Do the three steps")
-            await rig.offer(item, agent.identity)
+    async with served_agent(
+        mwp_client, rig.crew.organization, agent, temporal_stack.address, tmp_path
+    ) as gateway:
+        gateway.authorizations.observe = issued.append  # set before the offer: every token
+        item = await rig.authorize("Do the three steps")
+        await rig.offer(item, agent.identity)
 
-            async def submitted() -> bool:
-                view = await rig.mission.work_item(item.work_item_id)
-                return bool(view["state"] == "submitted")
+        async def submitted() -> bool:
+            view = await rig.mission.work_item(item.work_item_id)
+            return bool(view["state"] == "submitted")
 
-            await eventually(submitted, timeout=60)
+        await eventually(submitted, timeout=60)
         presented = gateway.authorizations.presentations
         history = await scheduler_of(
             await agents_client(temporal_stack.address), agent.agent_id

@@ -7,25 +7,18 @@ capability records its usage with ``ctx.record_usage`` through the gateway the s
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Submission
-from mwp.client import Identity, MwpClient
+from mwp.agent import Agent, CapabilityContext, Submission
+from mwp.client import MwpClient
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.resource_usage import RECORDED_KIND, ResourceUsage
-from mwp.core.trust.registry import Principal
-from mwp.dev.stack import BackgroundStack, ensure_namespace
-from mwp.workers.agent import ensure_registered
+from mwp.dev.stack import BackgroundStack
 from mwp.workflows import patches
 from tests.histories import needs_patch
-from tests.integration.gateway_agents import (
-    AGENTS_NAMESPACE,
-    gateway_runtime,
-    gateway_with_artifacts,
-)
+from tests.integration.gateway_agents import covering_submission, sample_agent, served_agent
 from tests.integration.missions_helper import MissionRig, admit_workers, eventually, new_mission
 
 
@@ -99,12 +92,7 @@ SEEN: dict[str, list[Any]] = {}
 
 
 def metered_agent(organization_id: str) -> Agent:
-    agent_id = f"urn:mwp:agent:metered-{uuid.uuid4().hex[:8]}"
-    agent = Agent(
-        agent_id,
-        Identity.generate(Principal("agent", agent_id)),
-        card=CardInfo(organization_id, Principal("human", "urn:mwp:human:tester"), "Metered"),
-    )
+    agent = sample_agent(organization_id, "Metered")
 
     @agent.capability("mwp.dev.general", "1.0.0")
     async def metered(ctx: CapabilityContext) -> Submission:
@@ -117,14 +105,7 @@ def metered_agent(organization_id: str) -> Agent:
             await ctx.record_usage(ResourceUsage(tool_calls=98))  # 101 of 100
         except MwpError as error:
             seen.append(error.code)
-        content = await ctx.publish(
-            b"metered", media_type="text/plain", schema_uri="urn:mwp:schema:text"
-        )
-        evidence = [
-            EvidenceItem(f"{ctx.work_item_id}:evidence:{c['criterionId']}", [c["criterionId"]])
-            for c in ctx.contract["acceptanceCriteria"]
-        ]
-        return Submission([content], evidence)
+        return await covering_submission(ctx, b"metered")
 
     return agent
 
@@ -134,11 +115,8 @@ async def test_a_capability_records_its_usage_through_the_gateway(
 ) -> None:
     rig = await new_mission(mwp_client)
     agent = metered_agent(rig.crew.organization.organization_id)
-    await ensure_registered(rig.crew.organization.registry, agent)
-    await ensure_namespace(mwp_client.temporal.service_client, AGENTS_NAMESPACE)
-    async with (
-        gateway_with_artifacts(mwp_client, rig.crew.organization, tmp_path / "tls") as reachable,
-        gateway_runtime(agent, reachable, temporal_stack.address, tmp_path / "ledger"),
+    async with served_agent(
+        mwp_client, rig.crew.organization, agent, temporal_stack.address, tmp_path
     ):
         item = await rig.authorize("Meter the work")  # budget: 10 USD, 100 tool calls
         await rig.offer(item, agent.identity)

@@ -6,20 +6,13 @@ the exhausted dimension."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
-from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Submission
-from mwp.client import Identity, MwpClient
+from mwp.agent import Agent, CapabilityContext, Submission
+from mwp.client import MwpClient
 from mwp.core.group.resource_usage import RECORDED_KIND, ResourceUsage
-from mwp.core.trust.registry import Principal
-from mwp.dev.stack import BackgroundStack, ensure_namespace
-from mwp.workers.agent import ensure_registered
-from tests.integration.gateway_agents import (
-    AGENTS_NAMESPACE,
-    gateway_runtime,
-    gateway_with_artifacts,
-)
+from mwp.dev.stack import BackgroundStack
+from tests.integration.gateway_agents import covering_submission, sample_agent, served_agent
 from tests.integration.missions_helper import eventually, new_mission
 
 # What the tools did, by goal (they run as activities of this process).
@@ -28,12 +21,7 @@ OVER = "Buy the expensive dataset"
 
 
 def spending_agent(organization_id: str) -> Agent:
-    agent_id = f"urn:mwp:agent:spending-{uuid.uuid4().hex[:8]}"
-    agent = Agent(
-        agent_id,
-        Identity.generate(Principal("agent", agent_id)),
-        card=CardInfo(organization_id, Principal("human", "urn:mwp:human:tester"), "Spending"),
-    )
+    agent = sample_agent(organization_id, "Spending")
 
     @agent.tool("buy")
     async def buy(goal: str) -> str:
@@ -46,12 +34,7 @@ def spending_agent(organization_id: str) -> Agent:
         price = 25 if goal == OVER else 0.75  # the item's budget is 10 USD
         await ctx.tool("buy", "buy", goal, spend=ResourceUsage(financial=price, currency="USD"))
         await ctx.tool("buy-again", "buy", goal)
-        content = await ctx.publish(b"spent", media_type="text/plain", schema_uri="urn:x:text")
-        evidence = [
-            EvidenceItem(f"{ctx.work_item_id}:evidence:{c['criterionId']}", [c["criterionId"]])
-            for c in ctx.contract["acceptanceCriteria"]
-        ]
-        return Submission([content], evidence)
+        return await covering_submission(ctx, b"spent")
 
     return agent
 
@@ -61,11 +44,8 @@ async def test_the_runtime_charges_a_run_and_blocks_a_call_over_budget(
 ) -> None:
     rig = await new_mission(mwp_client)
     agent = spending_agent(rig.crew.organization.organization_id)
-    await ensure_registered(rig.crew.organization.registry, agent)
-    await ensure_namespace(mwp_client.temporal.service_client, AGENTS_NAMESPACE)
-    async with (
-        gateway_with_artifacts(mwp_client, rig.crew.organization, tmp_path / "tls") as reachable,
-        gateway_runtime(agent, reachable, temporal_stack.address, tmp_path / "ledger"),
+    async with served_agent(
+        mwp_client, rig.crew.organization, agent, temporal_stack.address, tmp_path
     ):
         within = await rig.authorize("Buy the cheap dataset")  # budget: 10 USD, 100 tool calls
         over = await rig.authorize(OVER)
