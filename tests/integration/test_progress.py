@@ -8,6 +8,7 @@ import json
 import os
 import pty
 import re
+import select
 from pathlib import Path
 
 import pytest
@@ -120,10 +121,24 @@ def test_on_a_terminal_progress_is_a_bar_not_lines() -> None:
     with open(follower, "w") as terminal, Progress("work", unit="steps", stream=terminal) as bar:
         for done in range(1, 4):
             bar.report(done, 3)
-    os.set_blocking(leader, False)
     try:
-        written = os.read(leader, 65536).decode(errors="replace")
+        written = _drained(leader)
     finally:
         os.close(leader)
     assert "work" in written  # drawn by rich
     assert "work: 3/3 steps" not in written  # not the piped line
+
+
+def _drained(leader: int) -> str:
+    """All the terminal has been sent: one read may return only the first escape sequence
+    while the rest is still on its way through the pseudo-terminal."""
+    chunks = []
+    while select.select([leader], [], [], 0.5)[0]:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the follower side is closed and everything was read
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
