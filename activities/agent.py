@@ -7,7 +7,8 @@
   runs, so a dead worker is noticed; preemption requests are read from the AgentWorkflow.
 * In gateway mode (``gateway`` given) every Command goes as a ``COMMAND`` frame of the
   agent's one gateway connection, and a run's WorkItem view, Artifacts and checkpoints come
-  through it too: nothing here reads the store or the authority namespace then.
+  through it too: nothing here reads the store or the authority namespace then. The
+  connection outlives each link, so a run that loses the gateway goes on offline (spec 11.5).
 * ``signing_key`` (a local activity of the AgentWorkflow): the binding of the agent's key this
   process holds, against which the workflow opens its sealed signals.
 """
@@ -24,7 +25,7 @@ from temporalio.exceptions import ApplicationError
 from mwp.agent.declaration import Agent
 from mwp.agent.execution import LeasedExecution, OwnerChannel, RunContent, refusal
 from mwp.agent.gateway_channel import GatewayChannel, GatewayContent
-from mwp.agent.gateway_link import GatewayLink
+from mwp.agent.gateway_connection import GatewayConnection
 from mwp.agent.progress import OwnerCommand
 from mwp.agent.tokens import TokenHolder
 from mwp.client import MwpClient
@@ -101,12 +102,12 @@ class AgentActivities:
         store: ObjectStore,
         card_version: int | None = None,
         *,
-        gateway: GatewayLink | None = None,
+        gateway: GatewayConnection | None = None,
     ) -> None:
         self.agent = agent
         self.client = client  # in gateway mode: the agents' namespace only
         self.store = store
-        self.card_version = card_version  # registered at start; None: the declaration's
+        self._card_version = card_version  # registered at start; None: the declaration's
         self.gateway = gateway
 
     async def _send(
@@ -120,7 +121,7 @@ class AgentActivities:
         work_item_id: str,
     ) -> Json:
         if self.gateway is not None:
-            return await self.gateway.send(
+            return await self.gateway.current().send(
                 kind,
                 payload,
                 group_id=group_id,
@@ -143,6 +144,13 @@ class AgentActivities:
             "preemption_requested", args=[order.group_id, order.work_item_id]
         )
         return requested
+
+    @property
+    def card_version(self) -> int | None:
+        """The Agent Card version the Registry holds (re-read through each new gateway link)."""
+        if self.gateway is not None and self.gateway.card_version is not None:
+            return self.gateway.card_version
+        return self._card_version
 
     @property
     def temporal(self) -> Client:
@@ -225,6 +233,7 @@ class AgentActivities:
             card_version=self.card_version,
             content=content,
             authorizer=authorizer,
+            offline=self.gateway,
         )
         outcome = await run.run()
         activity.logger.info("run of %s ended: %s", order.work_item_id, asdict(outcome))

@@ -11,7 +11,9 @@ AgentWorkflow, Commands, Artifacts and checkpoints go through the gateway, and T
 (``address``/``namespace``: the agents' namespace) serves only the agent's own workflow and
 activities. The agent's card must be registered by the authority side beforehand (``mwp
 registry add-agent``); the runtime serves under the version the Registry holds, which it reads
-through the gateway. A dropped connection is reconnected under a new Session.
+through the gateway. A dropped connection is reconnected under a new Session; the worker and
+its runs outlive it, a run holding a lease going on with reversible work until its offline
+grace ends (``mwp.agent.offline``), and what it buffered is reconciled first on reconnect.
 
 Without ``gateway`` (``mwp agent run --direct``, the operators' mode) it makes sure the
 Organization's registry holds its current Agent Card (registering a new card version when the
@@ -38,10 +40,12 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from mwp.agent.declaration import Agent
+from mwp.agent.gateway_connection import GatewayConnection
 from mwp.agent.gateway_inbox import GatewayInboxes
 from mwp.agent.gateway_link import GatewayLink, GatewaySettings, GatewayUnavailableError
 from mwp.agent.inbox import GroupInboxes
 from mwp.agent.ledger import ToolLedger
+from mwp.agent.offline import Disconnected
 from mwp.agent.signals import SchedulerSignals
 from mwp.client import KeyStore, MwpClient, OrganizationRegistryClient, connect
 from mwp.client.state_dir import REGISTRY_KEY_NAME, StateDirError
@@ -140,7 +144,7 @@ def build_agent_worker(
     task_queue: str | None = None,
     runtime: MwpClient | None = None,
     card_version: int | None = None,
-    gateway: GatewayLink | None = None,
+    gateway: GatewayConnection | None = None,
     **options: Any,
 ) -> Worker:
     """A Worker on ``agent``'s task queue (or ``task_queue``) hosting its tool activity and,
@@ -349,9 +353,11 @@ async def _run_through_gateway(
 
     A dropped connection is reconnected (with backoff): the new HELLO opens a new Session, so
     the Group revokes the old one's leases and the same AgentWorkflow, told of the new
-    Session, starts that work again from its latest checkpoints, as after a restart. A
-    connection the gateway ended for good (a newer Session of the agent fenced it) stops the
-    runtime."""
+    Session, starts that work again from its latest checkpoints, as after a restart. The
+    worker is not restarted: runs that went on offline meanwhile have buffered their
+    checkpoints in ``connection``, which are reconciled through the new link before anything
+    else is sent under the new Session. A connection the gateway ended for good (a newer
+    Session of the agent fenced it) stops the runtime."""
     organization = str(agent.card()["organizationId"])
     client = await connect(address, namespace, interceptors=active_interceptors())
     store = _open_store(tool_store)
@@ -364,44 +370,59 @@ async def _run_through_gateway(
         loop.add_signal_handler(signum, stop.set)
     session: AgentSession | None = None
     backoff = RECONNECT_FIRST_SECONDS
+    name = agent_name(agent.agent_id)
+    connection = GatewayConnection(
+        agent,
+        grace_seconds=settings.offline_grace_seconds,
+        report=lambda line: lines(f"{name}: {line}"),
+    )
+    worker: Worker | None = None
     try:
-        while not stop.is_set():
-            try:
-                async with GatewayLink.open(settings, agent) as link:
-                    backoff = RECONNECT_FIRST_SECONDS
-                    card_version = await _registered_card(link, agent, lines)
-                    session = AgentSession(organization, card_version, link.session_epoch, queue)
-                    worker = _runtime_worker(
-                        client, agent, store, card_version, lines, gateway=link
-                    )
-                    async with worker:
-                        await start_scheduler(
-                            client.temporal,
-                            agent,
-                            card_version,
-                            link.session_epoch,
-                            **(scheduler_options or {}),
+        async with contextlib.AsyncExitStack() as serving:
+            while not stop.is_set():
+                try:
+                    async with GatewayLink.open(settings, agent) as link:
+                        backoff = RECONNECT_FIRST_SECONDS
+                        card_version = await _registered_card(link, agent, lines)
+                        connection.card_version = card_version
+                        session = AgentSession(
+                            organization, card_version, link.session_epoch, queue
                         )
-                        if on_ready is not None:
-                            on_ready(session)
-                            on_ready = None
-                        await _serve_link(client, link, agent, store, stop, lines)
-                    if link.fatal is not None:
-                        session = _ended(session, link.fatal, agent, lines)
-                        break
-            except GatewayUnavailableError as exc:
-                if session is None:
-                    raise  # never connected: the settings are wrong, or nothing listens
-                lines(f"{agent_name(agent.agent_id)}: {exc}")
-            if stop.is_set():
-                break
-            lines(
-                f"{agent_name(agent.agent_id)}: the gateway connection was lost; "
-                f"reconnecting in {backoff:.1f} s"
-            )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), backoff)
-            backoff = min(backoff * 2, RECONNECT_MAX_SECONDS)
+                        # Offline progress first: nothing of the new Session may precede it.
+                        await connection.reconcile(link)
+                        connection.attach(link)
+                        try:
+                            if worker is None:
+                                worker = _runtime_worker(
+                                    client, agent, store, card_version, lines, gateway=connection
+                                )
+                                await serving.enter_async_context(worker)
+                            await start_scheduler(
+                                client.temporal,
+                                agent,
+                                card_version,
+                                link.session_epoch,
+                                **(scheduler_options or {}),
+                            )
+                            if on_ready is not None:
+                                on_ready(session)
+                                on_ready = None
+                            await _serve_link(client, link, agent, store, stop, lines)
+                        finally:
+                            connection.detach(link)
+                        if link.fatal is not None:
+                            session = _ended(session, link.fatal, agent, lines)
+                            break
+                except (GatewayUnavailableError, Disconnected) as exc:
+                    if session is None:
+                        raise  # never connected: the settings are wrong, or nothing listens
+                    lines(f"{name}: {exc}")
+                if stop.is_set():
+                    break
+                lines(f"{name}: the gateway connection was lost; reconnecting in {backoff:.1f} s")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff)
+                backoff = min(backoff * 2, RECONNECT_MAX_SECONDS)
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)
@@ -492,7 +513,7 @@ def _runtime_worker(
     card_version: int,
     lines: Callable[[str], None],
     *,
-    gateway: GatewayLink | None = None,
+    gateway: GatewayConnection | None = None,
 ) -> Worker:
     """The worker `mwp agent run` serves the agent's task queue with, printing its run lines."""
     return build_agent_worker(

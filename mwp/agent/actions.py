@@ -12,6 +12,9 @@ from mwp.agent.declaration import Agent, CapabilitySpec
 from mwp.agent.progress import OwnerCommand
 from mwp.stores.artifacts import StoredContent, new_manifest, sign_manifest
 
+# The tool name a capability token allows a function passed to ``ctx.tool`` under.
+INLINE_TOOL = "inline"
+
 
 class WorkItemFacts:
     """What a capability context knows of its WorkItem for the whole run (the
@@ -44,6 +47,12 @@ def accepts_idempotency_key(fn: Callable[..., Any]) -> bool:
         return False
     p = params.get("idempotency_key")
     return p is not None and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+
+
+def tool_name(agent: Agent, fn: Callable[..., Awaitable[Any]] | str) -> str:
+    """The name a tool call is authorized under: a declared tool's, or ``inline`` for a
+    function the capability passes itself."""
+    return fn if isinstance(fn, str) and fn in agent.tools else INLINE_TOOL
 
 
 def resolve_tool(

@@ -100,6 +100,9 @@ class ToolSpec:
     name: str
     fn: ToolFn
     version: str | None = None
+    # Pure computation with no effect outside the run (spec 11.5): only such a tool may run
+    # while the Group is unreachable. Undeclared, a tool counts as irreversible.
+    reversible: bool = False
 
 
 @dataclass(frozen=True)
@@ -191,8 +194,11 @@ class Agent:
 
         return register
 
-    def tool(self, name: str, *, version: str | None = None) -> Callable[[T], T]:
-        """Register a plain ``async def`` tool under ``name`` (run through ``ctx.tool``)."""
+    def tool(
+        self, name: str, *, version: str | None = None, reversible: bool = False
+    ) -> Callable[[T], T]:
+        """Register a plain ``async def`` tool under ``name`` (run through ``ctx.tool``);
+        ``reversible``: it has no effect outside the run, so it may run offline."""
         if not _TOOL_NAME.fullmatch(name):
             raise AgentDeclarationError(f"tool name {name!r} is malformed")
 
@@ -200,7 +206,7 @@ class Agent:
             _require_async(fn, "tool")
             if name in self._tools:
                 raise AgentDeclarationError(f"tool {name!r} is declared twice")
-            self._tools[name] = ToolSpec(name, fn, version)
+            self._tools[name] = ToolSpec(name, fn, version, reversible)
             return fn
 
         return register

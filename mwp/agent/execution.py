@@ -31,6 +31,16 @@ as Updates), so its rules are the same wherever it runs.
   mode (:class:`RunContent` over the gateway) they are Artifacts of the Group instead.
 * **Late results.** A submission refused because the run was fenced is kept for audit
   (``late-results/...`` in the store) and never completes the item (spec 11.5).
+* **Offline** (spec 11.5, gateway mode: an :class:`~mwp.agent.offline.OfflineSupport`,
+  consulted through ``mwp.agent.offline_guard``). A run whose channel raises
+  :class:`~mwp.agent.offline.Disconnected` while it holds its lease goes on alone until its
+  grace deadline: ``ctx.checkpoint`` and ``ctx.progress`` are buffered, signed with the
+  bounded-offline-execution binding and the usage not recorded yet (its state kept in the
+  store and uploaded on reconnect); ``ctx.tool`` runs only tools declared ``reversible``,
+  checked against the token already held; publishing, blocking, recording usage and
+  submitting need the Group, so the run ends there as ``offline``, as it does at the grace
+  deadline. The reconnecting runtime reconciles what it buffered before the new Session
+  starts the work again from the latest checkpoint.
 """
 
 from __future__ import annotations
@@ -50,10 +60,13 @@ from mwp.agent.actions import (
     accepts_idempotency_key,
     publish_command,
     resolve_tool,
+    tool_name,
 )
 from mwp.agent.context import Blocked, CapabilityContext, CapabilityFailure, Preempted
 from mwp.agent.declaration import Agent, CapabilitySpec
 from mwp.agent.ledger import ToolLedger
+from mwp.agent.offline import Disconnected, OfflineRun, OfflineSupport
+from mwp.agent.offline_guard import OfflineGuard
 from mwp.agent.progress import (
     OwnerCommand,
     Progress,
@@ -89,10 +102,11 @@ Json = dict[str, Any]
 log = logging.getLogger(__name__)
 
 # Refusals that mean "this run no longer holds the item": stop acting, keep results for audit.
-FENCED_CODES = frozenset({ErrorCode.WORK_LEASE_EXPIRED, ErrorCode.WORK_STALE_OWNERSHIP})
+# A newer Session of the agent revoked the leases of the run's (a reconnected runtime's runs).
+FENCED_CODES = frozenset(
+    {ErrorCode.WORK_LEASE_EXPIRED, ErrorCode.WORK_STALE_OWNERSHIP, ErrorCode.AUTH_STALE_SESSION}
+)
 CHECKPOINT_PREFIX = "checkpoints/"
-# The tool name a capability token allows a function passed to ``ctx.tool`` under.
-INLINE_TOOL = "inline"
 LATE_RESULT_PREFIX = "late-results/"
 # The failure code of work given back after an upgrade of the agent its pins cannot follow.
 INCOMPATIBLE_UPGRADE = "AGENT_CARD_INCOMPATIBLE"
@@ -125,6 +139,10 @@ class ToolAuthorizer(Protocol):
 
     async def authorize(self, tool: str, cost: ResourceUsage, lease_id: str) -> None:
         """Return when the call may run; a refusal raises :class:`MwpError`."""
+        ...
+
+    def authorize_offline(self, tool: str, cost: ResourceUsage, lease_id: str) -> None:
+        """The same, while the Group is unreachable: checked against what is held."""
         ...
 
 
@@ -223,6 +241,16 @@ def _lease_lost_when_fenced() -> Iterator[None]:
         raise
 
 
+@contextlib.contextmanager
+def _needs_the_group(run: LeasedExecution) -> Iterator[None]:
+    """What a run cannot do offline (publish, block, record usage) ends it there."""
+    try:
+        yield
+    except Disconnected as lost:
+        run.lost_group(lost)
+        raise LeaseLost(f"offline: {lost.message}") from lost
+
+
 def _already_published(error: MwpError, content_hash: str) -> bool:
     """The Group already holds this exact content as an Artifact (published by another
     WorkItem, or by this one before a retry): Artifacts are immutable and known by their hash,
@@ -274,9 +302,11 @@ class LeasedExecution:
         card_version: int | None = None,
         content: RunContent | None = None,
         authorizer: ToolAuthorizer | None = None,
+        offline: OfflineSupport | None = None,
     ) -> None:
         self.agent = agent
         self.authorizer = authorizer  # None: the operators' trusted mode (no tokens)
+        self.guard = OfflineGuard(offline, agent, order)  # no support: a lost Group stops it
         # The Agent Card version the Registry holds (a registered card may be newer than the
         # declaration's): what the Authority checks a published manifest's producer against.
         self.card_version = card_version or agent.card_info.card_version
@@ -290,6 +320,8 @@ class LeasedExecution:
         self.beat = beat
         self.now = clock
         self.lease_id: str | None = None
+        self.lease_expires_at: str | None = None
+        self.checkpoint_ref: str | None = None  # the latest this run resumed from or took
         self.fenced: MwpError | None = None
         self.contract: Json = {}
         self.spec: CapabilitySpec | None = None
@@ -319,6 +351,7 @@ class LeasedExecution:
         ref = self.order.resume_from or (view.get("checkpoint") or {}).get("checkpointRef")
         if ref is not None:
             self.resume_state = await self.content.get_checkpoint(ref)
+            self.checkpoint_ref = ref
         renewals = asyncio.create_task(self._renew_forever())
         try:
             return await self._run_capability(self.spec)
@@ -372,6 +405,7 @@ class LeasedExecution:
             and lease["sessionEpoch"] == o.session_epoch
         ):
             self.lease_id = lease["leaseId"]  # a retried run of this Session continues
+            self.lease_expires_at = lease.get("expiresAt")
             return None
         payload: Json = {"ownershipEpoch": o.ownership_epoch, "leaseSeconds": o.lease_seconds}
         try:
@@ -380,6 +414,7 @@ class LeasedExecution:
             return ExecutionOutcome("not_started", detail={"refusal": refusal(error)})
         started = next(e for e in receipt["events"] if e["kind"] == "work.started")
         self.lease_id = started["payload"]["executionLease"]["leaseId"]
+        self.lease_expires_at = started["payload"]["executionLease"]["expiresAt"]
         return None
 
     async def _run_capability(self, spec: CapabilitySpec) -> ExecutionOutcome:
@@ -423,6 +458,9 @@ class LeasedExecution:
         assert self.lease_id is not None
         if self.released is not None:  # it caught Blocked and returned: the block stands
             return self._outcome(self.released)
+        self.guard.notice(self.lease_id, self.lease_expires_at)
+        if self.offline_run is not None:  # a submission waits for the Group: a later run
+            return self._outcome("offline", unsent="submission")
         command = submit_command(
             self.order.work_item_id,
             ownership_epoch=self.order.ownership_epoch,
@@ -436,6 +474,10 @@ class LeasedExecution:
             return self._outcome("blocked", resolution=blocked.required_resolution)
         except LeaseLost:
             return self._outcome("fenced")
+        except Disconnected:  # lost just now: the submission waits for a later run
+            if self.offline_run is None:
+                raise
+            return self._outcome("offline", unsent="submission")
         except MwpError as error:  # the Group refused the record otherwise: not submitted
             return await self._fail("USAGE_NOT_RECORDED", error, attempt)
         try:
@@ -450,7 +492,7 @@ class LeasedExecution:
 
     async def _fail(self, code: str, exc: Exception, attempts: int) -> ExecutionOutcome:
         """``work.fail`` with Evidence of the failure (stored in the object store)."""
-        if self.fenced is not None:
+        if self.fenced is not None or self.offline_run is not None:
             return self._outcome("fenced", failure=code)
         o = self.order
         record = {
@@ -489,8 +531,14 @@ class LeasedExecution:
     def _outcome(self, status: str, **detail: Any) -> ExecutionOutcome:
         if self.fenced is not None:
             detail["refusal"] = refusal(self.fenced)
-            if status != "fenced" and status != "preempted":
-                status = "fenced"
+        if self.offline_run is not None:
+            # Ended alone: what it buffered is reconciled on reconnect, then a run of the new
+            # Session continues from the latest checkpoint.
+            detail.update(self.guard.detail())
+            if status != "preempted":
+                status = "offline"
+        elif self.fenced is not None and status != "fenced" and status != "preempted":
+            status = "fenced"
         return ExecutionOutcome(status, self.lease_id, detail)
 
     def _keep_late_result(self, command: OwnerCommand) -> None:
@@ -523,6 +571,9 @@ class LeasedExecution:
         while self.fenced is None:
             await asyncio.sleep(interval)
             self.beat()
+            if self.offline_run is not None:  # nobody renews a lease offline: it runs out
+                self._stop_when_over()
+                continue
             with contextlib.suppress(MwpError):  # a fenced renewal is recorded by _renew
                 await self.renew()
             with contextlib.suppress(Exception):  # the query is advisory; the next one retries
@@ -547,13 +598,75 @@ class LeasedExecution:
         """Send one owner Command at a time (renewals must not race a release)."""
         if self.fenced is not None:
             raise self.fenced
+        if self.offline_run is not None:
+            raise Disconnected("this run went on offline")
         async with self._renewal_lock:
             try:
-                return await self.channel.send(command)
+                receipt = await self.channel.send(command)
+            except Disconnected as lost:
+                self.lost_group(lost)
+                raise
             except MwpError as error:
                 if _fenced(error):
                     self.fenced = error
                 raise
+        for event in receipt["events"]:  # a renewal moves the lease's expiry on
+            lease = event.get("payload", {}).get("executionLease")
+            if event.get("kind") == "work.progressed" and isinstance(lease, dict):
+                self.lease_expires_at = lease.get("expiresAt", self.lease_expires_at)
+        return receipt
+
+    # --- offline (mwp.agent.offline_guard) ----------------------------------------------------
+
+    @property
+    def offline_run(self) -> OfflineRun | None:
+        return self.guard.run
+
+    def lost_group(self, lost: Disconnected) -> None:
+        """Go on offline (once); a run that cannot raises ``lost``."""
+        self.guard.lose(lost, self.lease_id, self.lease_expires_at)
+
+    def _stop_when_over(self) -> None:
+        """An offline run past its grace, or whose runtime reconnected, does nothing more."""
+        if self.fenced is None:
+            self.fenced = self.guard.over(self.now())
+
+    async def buffer(self, progress: Progress, state: Any = None) -> None:
+        """Buffer a checkpoint (or, without ``state``, progress) of this offline run, with
+        the usage it has not recorded yet."""
+        if state is not None:  # a local copy too, in the agent's own store
+            await asyncio.to_thread(store_checkpoint, self.store, state)
+        due = self.run_usage.due(asyncio.get_running_loop().time()) or {}
+        try:
+            ref, delta = self.guard.buffer(
+                progress.to_json(), state, latest_ref=self.checkpoint_ref, due=due
+            )
+        except MwpError as error:
+            if _fenced(error):  # past the grace, or the runtime reconnected meanwhile
+                self.fenced = error
+                raise LeaseLost(str(error)) from error
+            raise
+        self.run_usage.recorded(delta)  # charged when the buffer is reconciled
+        self.checkpoint_ref = ref
+        if state is not None:
+            self.resume_state = state
+
+    async def authorize_tool(
+        self, fn: Callable[..., Awaitable[Any]] | str, cost: ResourceUsage
+    ) -> None:
+        """The capability token allows the call: presented to the gateway, or, offline, a
+        reversible call checked against the token held."""
+        assert self.authorizer is not None
+        name = tool_name(self.agent, fn)
+        if self.offline_run is None:
+            try:
+                with _lease_lost_when_fenced():
+                    await self.authorizer.authorize(name, cost, self.require_lease())
+                return
+            except Disconnected as lost:
+                self.lost_group(lost)
+                self.guard.require_reversible(fn)
+        self.authorizer.authorize_offline(name, cost, self.require_lease())
 
     # --- usage -----------------------------------------------------------------------------
 
@@ -595,6 +708,14 @@ class LeasedExecution:
                 raise
             await self.block_exhausted(_budget_dimension(error), _budget_detail(error))
 
+    async def record_effects(self) -> None:
+        """An external side effect is charged as soon as it is made: no offline checkpoint
+        may carry one (the Group refuses those), so it must not wait for one."""
+        if self.offline_run is not None:
+            return
+        with _lease_lost_when_fenced(), contextlib.suppress(Disconnected):
+            await self.settle_usage()
+
     async def block_exhausted(self, dimension: str, detail: str) -> NoReturn:
         """``work.block`` of work whose budget is exhausted in ``dimension``."""
         resolution = exhausted(dimension, detail)
@@ -604,7 +725,7 @@ class LeasedExecution:
             lease_id=self.require_lease(),
             required_resolution=resolution,
         )
-        with _lease_lost_when_fenced():
+        with _lease_lost_when_fenced(), _needs_the_group(self):
             await self._send_locked(command)
         self.released = "blocked"
         raise Blocked(resolution)
@@ -614,6 +735,11 @@ class LeasedExecution:
         over = self.run_usage.overrun(cost)
         if over is None:
             return
+        if self.offline_run is not None:  # blocking needs the Group: refused here
+            raise MwpError(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"this tool call needs {over.needed} {over.dimension}, {over.left} left",
+            )
         await self.settle_usage()  # what the run consumed so far is charged first
         detail = f"this tool call needs {over.needed}, {over.left} left"
         await self.block_exhausted(over.dimension, detail)
@@ -629,18 +755,14 @@ class LeasedExecution:
             )
 
     def require_lease(self) -> str:
+        self.guard.notice(self.lease_id, self.lease_expires_at)
+        self._stop_when_over()
         if self.fenced is not None:
             raise LeaseLost(f"the Execution Lease is lost: {self.fenced.code.value}")
         if self.released is not None:  # a capability that caught Blocked acts no more
             raise LeaseLost(f"the run released its Execution Lease: {self.released}")
         assert self.lease_id is not None
         return self.lease_id
-
-
-def tool_name(agent: Agent, fn: Callable[..., Awaitable[Any]] | str) -> str:
-    """The name a tool call is authorized under: a declared tool's, or ``inline`` for a
-    function the capability passes itself."""
-    return fn if isinstance(fn, str) and fn in agent.tools else INLINE_TOOL
 
 
 class _LeasedContext(WorkItemFacts):
@@ -673,6 +795,8 @@ class _LeasedContext(WorkItemFacts):
     ) -> Any:
         r = self._run
         r.require_lease()  # no new side effect without a valid lease (spec 11.5)
+        if r.offline_run is not None:
+            r.guard.require_reversible(fn)
         r.charge_tool_call()
         tool = resolve_tool(r.agent, fn)
         key = tool_key(r.order.mission_id, r.order.work_item_id, r.order.ownership_epoch, op_id)
@@ -686,16 +810,17 @@ class _LeasedContext(WorkItemFacts):
         usage = r.run_usage
         usage.add(cost)  # reserved at once, so concurrent calls see it
         executed = False
+        effects = cost.external_side_effects
 
         async def charged(*a: Any, **k: Any) -> Any:
-            nonlocal executed
+            nonlocal executed, effects
             if r.authorizer is not None:  # refused: nothing runs, nothing is recorded
-                with _lease_lost_when_fenced():
-                    await r.authorizer.authorize(tool_name(r.agent, fn), cost, r.require_lease())
+                await r.authorize_tool(fn, cost)
             executed = True  # charged once it runs, raising or not: the call was made
             result = await tool(*a, **k)
             if isinstance(result, Spent):
                 usage.add(result.usage)
+                effects += result.usage.external_side_effects
                 return result.result
             return result
 
@@ -706,6 +831,8 @@ class _LeasedContext(WorkItemFacts):
         finally:
             if not executed:  # another caller recorded it first: it ran there, not here
                 usage.add(cost, sign=-1)
+            elif effects:
+                await r.record_effects()
 
     async def publish(
         self,
@@ -718,7 +845,8 @@ class _LeasedContext(WorkItemFacts):
         r = self._run
         lease_id = r.require_lease()
         assert r.spec is not None
-        content = await r.content.put_artifact(data)
+        with _needs_the_group(r):
+            content = await r.content.put_artifact(data)
         command = publish_command(
             r.agent,
             r.spec,
@@ -734,23 +862,44 @@ class _LeasedContext(WorkItemFacts):
             created_at=r.now(),
             card_version=r.card_version,
         )
-        with _lease_lost_when_fenced():
+        with _lease_lost_when_fenced(), _needs_the_group(r):
             try:
                 await r._send_locked(command)
+            except Disconnected:
+                raise
             except MwpError as error:
                 if not _already_published(error, content.content_hash):
                     raise
         return content.content_hash
 
     async def progress(self, progress: Progress) -> None:
-        with _lease_lost_when_fenced():
-            await self._run.renew(progress)
+        r = self._run
+        if r.offline_run is None:
+            try:
+                with _lease_lost_when_fenced():
+                    await r.renew(progress)
+                return
+            except Disconnected as lost:
+                r.lost_group(lost)
+        r.require_lease()
+        await r.buffer(progress)
 
     async def checkpoint(self, progress: Progress, state: Any = None) -> None:
         r = self._run
         lease_id = r.require_lease()
+        if r.offline_run is None:
+            try:
+                return await self._checkpoint(progress, state, lease_id)
+            except Disconnected as lost:
+                r.lost_group(lost)
+        # Offline: buffered; preemption waits too (nothing new may start meanwhile).
+        await r.buffer(progress, state)
+
+    async def _checkpoint(self, progress: Progress, state: Any, lease_id: str) -> None:
+        r = self._run
         ref = None if state is None else await r.content.put_checkpoint(state)
         r.resume_state = state
+        r.checkpoint_ref = ref or r.checkpoint_ref
         if not r.preempt:
             r.preempt = await r.channel.preemption_requested()
         with _lease_lost_when_fenced():
@@ -770,7 +919,7 @@ class _LeasedContext(WorkItemFacts):
     async def block(self, resolution: str, *, progress: Progress | None = None) -> NoReturn:
         r = self._run
         r.require_lease()
-        with _lease_lost_when_fenced():
+        with _lease_lost_when_fenced(), _needs_the_group(r):
             try:
                 await r.record_pending()
             except MwpError as error:
@@ -785,7 +934,7 @@ class _LeasedContext(WorkItemFacts):
             required_resolution=resolution,
             progress=progress,
         )
-        with _lease_lost_when_fenced():
+        with _lease_lost_when_fenced(), _needs_the_group(r):
             await r._send_locked(command)
         r.released = "blocked"
         raise Blocked(resolution)
@@ -797,7 +946,7 @@ class _LeasedContext(WorkItemFacts):
             "leaseId": r.require_lease(),
             "delta": usage.delta(),
         }
-        with _lease_lost_when_fenced():
+        with _lease_lost_when_fenced(), _needs_the_group(r):
             receipt = await r._send_locked(OwnerCommand(RECORD_KIND, r.order.work_item_id, payload))
         recorded = recorded_payload(receipt)
         r.run_usage.learned(recorded)

@@ -1,7 +1,8 @@
 """A run's ways to its Group in gateway mode: owner Commands as ``COMMAND`` frames of the
-agent's :class:`~mwp.agent.gateway_link.GatewayLink`, the WorkItem's view from the Events
-the gateway delivered, and Artifacts and checkpoints over the gateway's HTTPS routes (stored
-as Artifacts of the Group, so a later owner reads them the same way)."""
+agent's current :class:`~mwp.agent.gateway_link.GatewayLink`, the WorkItem's view from the
+Events the gateway delivered, and Artifacts and checkpoints over the gateway's HTTPS routes
+(stored as Artifacts of the Group, so a later owner reads them the same way). While the
+runtime has no link, each of them is :class:`~mwp.agent.offline.Disconnected`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mwp.agent.gateway_link import GatewayLink
+from mwp.agent.gateway_connection import GatewayConnection
 from mwp.agent.progress import OwnerCommand
 from mwp.contracts.agent import ExecutionOrder
 from mwp.core.wire.jcs import canonicalize
@@ -29,16 +30,16 @@ class GatewayChannel:
 
     def __init__(
         self,
-        link: GatewayLink,
+        connection: GatewayConnection,
         order: ExecutionOrder,
         preemption_requested: Callable[[], Awaitable[bool]],
     ) -> None:
-        self._link = link
+        self._connection = connection
         self._order = order
         self._preemption_requested = preemption_requested
 
     async def send(self, command: OwnerCommand) -> Json:
-        return await self._link.send(
+        return await self._connection.current().send(
             command.kind,
             command.payload,
             group_id=self._order.group_id,
@@ -47,7 +48,7 @@ class GatewayChannel:
         )
 
     async def work_item(self, work_item_id: str) -> Json:
-        return self._link.group(self._order.group_id).work_item(work_item_id)
+        return self._connection.current().group(self._order.group_id).work_item(work_item_id)
 
     async def preemption_requested(self) -> bool:
         return await self._preemption_requested()
@@ -56,23 +57,23 @@ class GatewayChannel:
 class GatewayContent:
     """:class:`~mwp.agent.execution.RunContent` through the gateway, for one Group."""
 
-    def __init__(self, link: GatewayLink, group_id: str) -> None:
-        self._link = link
+    def __init__(self, connection: GatewayConnection, group_id: str) -> None:
+        self._connection = connection
         self._group_id = group_id
 
     async def put_artifact(self, data: bytes) -> StoredContent:
-        content_hash = await self._link.upload(self._group_id, data)
+        content_hash = await self._connection.current().upload(self._group_id, data)
         return StoredContent(content_hash, len(data), artifact_uri(content_hash), True)
 
     async def get_artifact(self, content_hash: str) -> bytes:
-        return await self._link.download(self._group_id, content_hash)
+        return await self._connection.current().download(self._group_id, content_hash)
 
     async def put_checkpoint(self, state: Any) -> str:
         data = canonicalize(state)
-        ref = await self._link.upload(self._group_id, data)
+        ref = await self._connection.current().upload(self._group_id, data)
         if ref != "sha256:" + hashlib.sha256(data).hexdigest():
             raise ValueError(f"the gateway stored the checkpoint as {ref}")
         return ref
 
     async def get_checkpoint(self, ref: str) -> Any:
-        return parse_bytes(await self._link.download(self._group_id, ref))
+        return parse_bytes(await self._connection.current().download(self._group_id, ref))

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from mwp import PROTOCOL_VERSION
 from mwp.agent.declaration import Agent
 from mwp.agent.gateway_views import GroupViews
+from mwp.agent.offline import DEFAULT_GRACE_SECONDS, Disconnected
 from mwp.contracts.errors import RemoteMwpError
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.models.websocket_frame import AckFrame, ErrorFrame, EventFrame
@@ -69,6 +70,8 @@ class GatewaySettings:
     url: str
     ca_file: Path | None = None
     artifacts_url: str | None = None
+    # How long a run that lost the gateway may go on alone (mwp.agent.offline).
+    offline_grace_seconds: int = DEFAULT_GRACE_SECONDS
 
     def artifacts(self) -> str:
         if self.artifacts_url is not None:
@@ -189,9 +192,7 @@ class GatewayLink:
             self.closed.set()
             for receipt in self._pending.values():
                 if not receipt.future.done():
-                    receipt.future.set_exception(
-                        MwpError(ErrorCode.INTERNAL_ERROR, "the gateway connection closed")
-                    )
+                    receipt.future.set_exception(Disconnected("the gateway connection closed"))
 
     async def _keep_alive(self) -> None:
         """A PING every ``PING_SECONDS``: the agent's liveness, which keeps its session from
@@ -256,14 +257,20 @@ class GatewayLink:
             frame_id = new_frame_id()
             receipt = _Receipt(str(command["actionId"]), asyncio.get_running_loop().create_future())
             self._pending[frame_id] = receipt
-            await self.client.send(
-                {
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "frameId": frame_id,
-                    "frameType": "COMMAND",
-                    "command": dict(command),
-                }
-            )
+            if self.closed.is_set():
+                raise Disconnected("the gateway connection closed")
+            try:
+                await self.client.send(
+                    {
+                        "protocolVersion": PROTOCOL_VERSION,
+                        "frameId": frame_id,
+                        "frameType": "COMMAND",
+                        "command": dict(command),
+                    }
+                )
+            except ConnectionClosed:
+                self._pending.pop(frame_id, None)
+                raise Disconnected("the gateway connection closed") from None
             try:
                 async with asyncio.timeout(RECEIPT_SECONDS):
                     return await receipt.future
@@ -331,7 +338,18 @@ class GatewayLink:
     # --- Artifacts ---------------------------------------------------------------------------
 
     async def upload(self, group_id: str, data: bytes) -> str:
-        return await self.client.upload_artifact(self.artifacts_url, group_id, data)
+        with self._reaching():
+            return await self.client.upload_artifact(self.artifacts_url, group_id, data)
+
+    @contextlib.contextmanager
+    def _reaching(self) -> Iterator[None]:
+        """An HTTPS route of the gateway: unreachable is :class:`Disconnected`."""
+        if self.closed.is_set():
+            raise Disconnected("the gateway connection closed")
+        try:
+            yield
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            raise Disconnected(f"{type(exc).__name__}: {exc}") from exc
 
     async def learn_offered(self, group_id: str, event: Mapping[str, Any]) -> list[Json]:
         """Before ``event`` is applied: if it offers this agent a WorkItem the agent does not
@@ -351,4 +369,5 @@ class GatewayLink:
         return cited
 
     async def download(self, group_id: str, content_hash: str) -> bytes:
-        return await self.client.artifact(self.artifacts_url, group_id, content_hash)
+        with self._reaching():
+            return await self.client.artifact(self.artifacts_url, group_id, content_hash)

@@ -13,10 +13,14 @@ sent, answers an accepted one with a receipt and an Event shaped like the Author
 keeps a WorkItem view that follows them (its lease after ``work.start``, its checkpoint
 reference after each checkpoint, its state after a release). It refuses as the Authority
 would when the item is in the wrong state (``INVALID_STATE_TRANSITION``), the Ownership Epoch
-is fenced (``WORK_STALE_OWNERSHIP``) or the lease is not the current one
-(``WORK_LEASE_EXPIRED``); a test fences the run with
+is fenced (``WORK_STALE_OWNERSHIP``), the lease is not the current one
+(``WORK_LEASE_EXPIRED``) or a newer Session of the agent replaced the run's
+(``AUTH_STALE_SESSION``); a test fences the run with
 :meth:`LocalCapabilityRunner.fence` and asks for preemption with
-:meth:`~LocalCapabilityRunner.request_preemption`. It is not the Group Authority: nothing is
+:meth:`~LocalCapabilityRunner.request_preemption`, and cuts it off from the Group with
+:meth:`~LocalCapabilityRunner.disconnect` (the run goes on offline, buffering into
+:attr:`LocalCapabilityRunner.offline`, until :meth:`~LocalCapabilityRunner.reconnect` hands
+the buffer back). It is not the Group Authority: nothing is
 signed, and envelopes, Artifact manifests and timers are not checked; the Authority's rules
 are proved by ``tests/unit/group``, and scheduling, renewals over time and crash recovery
 across processes by the integration tests.
@@ -31,6 +35,7 @@ from typing import Any
 
 from mwp.agent.declaration import Agent, CapabilitySpec
 from mwp.agent.execution import FENCED_CODES, LeasedExecution
+from mwp.agent.offline import DEFAULT_GRACE_SECONDS, Buffered, Disconnected, OfflineBuffer
 from mwp.agent.progress import (
     LEASE_RENEW,
     WORK_BLOCK,
@@ -93,6 +98,8 @@ class LocalGroup:
     ) -> None:
         self.agent_id = agent_id
         self.session_epoch = session_epoch
+        self.session_replaced = False
+        self.unreachable = False
         self.clock = clock
         self.commands: list[OwnerCommand] = []
         self.preempt = False
@@ -111,6 +118,8 @@ class LocalGroup:
     # --- the OwnerChannel ------------------------------------------------------------------
 
     async def send(self, command: OwnerCommand) -> Json:
+        if self.unreachable:
+            raise Disconnected("the local Group is disconnected")
         self.commands.append(command)
         kind = self._check(command)
         now = self.clock()
@@ -120,6 +129,8 @@ class LocalGroup:
         return receipt
 
     async def work_item(self, work_item_id: str) -> Json:
+        if self.unreachable:
+            raise Disconnected("the local Group is disconnected")
         self._require_item(work_item_id)
         return copy.deepcopy(self.view)
 
@@ -131,9 +142,13 @@ class LocalGroup:
     def fence(self, code: ErrorCode) -> None:
         """``WORK_LEASE_EXPIRED``: the lease ran out (not renewed in time); its holder's
         Commands are refused from now on. ``WORK_STALE_OWNERSHIP``: the owner was fenced (its
-        grant expired, the item may go to a higher Ownership Epoch)."""
+        grant expired, the item may go to a higher Ownership Epoch). ``AUTH_STALE_SESSION``: a
+        newer Session of the agent opened (it revoked this one's leases)."""
         if code not in FENCED_CODES:
             raise ValueError(f"{code} does not fence a run")
+        if code is ErrorCode.AUTH_STALE_SESSION:
+            self.session_replaced = True
+            return
         lease = self.view.get("executionLease")
         if code is ErrorCode.WORK_LEASE_EXPIRED:
             if lease is None:
@@ -152,6 +167,8 @@ class LocalGroup:
         if kind is None:
             raise MwpError(ErrorCode.INVALID_COMMAND, f"{command.kind} is not an owner Command")
         p, view = command.payload, self.view
+        if self.session_replaced:
+            raise MwpError(ErrorCode.AUTH_STALE_SESSION, "a newer Session of the agent opened")
         if view["state"] not in ((kind.state,) if isinstance(kind.state, str) else kind.state):
             raise MwpError(
                 ErrorCode.INVALID_STATE_TRANSITION,
@@ -360,6 +377,31 @@ _KINDS: dict[str, _Kind] = {
 # --- the runner ------------------------------------------------------------------------------
 
 
+@dataclass
+class LocalOffline:
+    """The :class:`~mwp.agent.offline.OfflineSupport` of a local run: what it buffers while
+    disconnected, with ``grace_seconds`` from ``lost_at`` (set by ``disconnect``)."""
+
+    grace_seconds: int = DEFAULT_GRACE_SECONDS
+    lost_at: str | None = None
+    buffer: OfflineBuffer = field(default_factory=OfflineBuffer)
+
+    def disconnected_at(self) -> str:
+        return self.lost_at or utc_now()
+
+    def membership_epoch(self, group_id: str) -> int | None:
+        return None  # a local Group has no Membership
+
+    def keep(self, session_epoch: int, entry: Buffered) -> None:
+        self.buffer.keep(session_epoch, entry)
+
+    def ended(self, session_epoch: int) -> bool:
+        return self.buffer.sealed(session_epoch)
+
+    def reachable(self) -> bool:
+        return self.lost_at is None
+
+
 class LocalCapabilityRunner:
     """Runs one WorkItem's capability locally, for unit tests (see the module docstring).
 
@@ -380,6 +422,7 @@ class LocalCapabilityRunner:
         session_epoch: int = 1,
         lease_seconds: int = WORKER_LEASE_SECONDS,
         clock: Callable[[], str] = utc_now,
+        offline_grace_seconds: int = DEFAULT_GRACE_SECONDS,
     ) -> None:
         spec = agent.capability_for(contract["requiredCapabilities"])
         if spec is None:
@@ -394,6 +437,7 @@ class LocalCapabilityRunner:
         self.work_item_id = work_item_id
         self.ownership_epoch = ownership_epoch
         self.clock = clock
+        self.offline = LocalOffline(offline_grace_seconds)
         self.order = ExecutionOrder(
             agent.agent_id,
             session_epoch,
@@ -432,10 +476,25 @@ class LocalCapabilityRunner:
         """Fence the run: the Group refuses its next Commands with ``code``."""
         self.group.fence(code)
 
+    def disconnect(self, *, lost_at: str | None = None) -> None:
+        """Cut the run off from the Group (at ``lost_at``, default now): every Command and
+        read fails as unreachable until :meth:`reconnect`."""
+        self.group.unreachable = True
+        self.offline.lost_at = lost_at or self.clock()
+
+    def reconnect(self) -> list[Buffered]:
+        """Reach the Group again under the next Session: what the run buffered, in order
+        (a run still going buffers no more)."""
+        self.group.unreachable = False
+        self.offline.lost_at = None
+        return self.offline.buffer.drain(self.order.session_epoch + 1)
+
     async def run(self) -> LocalOutcome:
-        """One run of the capability, until it submits, blocks, is preempted, fails or is
-        fenced (``not_started`` if the Group refuses to start it)."""
-        run = LeasedExecution(self.agent, self.order, self.group, self.store, clock=self.clock)
+        """One run of the capability, until it submits, blocks, is preempted, fails, is
+        fenced or ends offline (``not_started`` if the Group refuses to start it)."""
+        run = LeasedExecution(
+            self.agent, self.order, self.group, self.store, clock=self.clock, offline=self.offline
+        )
         outcome = await run.run()
         return LocalOutcome(
             outcome.status,

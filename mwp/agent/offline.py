@@ -10,14 +10,20 @@ waits for a current lease. On reconnect, before anything else, :func:`reconciled
 each buffered Command under the new Session and Membership Epochs with a fresh ``issuedAt``,
 keeping its Action ID, payload and binding; the Group charges the offline usage and records
 the checkpoint in one decision (``mwp.core.group.offline_execution``).
+
+In gateway mode the runtime does this by itself: a channel that cannot reach the Group raises
+:class:`Disconnected`; the run then buffers into the process's :class:`OfflineBuffer`, and the
+reconnecting runtime drains that buffer (:meth:`OfflineBuffer.drain`, which also seals it
+against every older Session) before it serves the new Session.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from mwp.client.identity import Identity
 from mwp.core.errors import ErrorCode, MwpError
@@ -30,9 +36,23 @@ from mwp.core.group.offline_execution import (
     SIDE_EFFECTS,
 )
 from mwp.core.group.resource_usage import ResourceUsage
+from mwp.core.wire.jcs import canonicalize
 from mwp.core.wire.values import format_utc
 
-CLAUSES: tuple[str, ...] = ("MWP-WRK-021", "MWP-WRK-022")
+CLAUSES: tuple[str, ...] = ("MWP-WRK-020", "MWP-WRK-021", "MWP-WRK-022")
+
+# How long a run may go on alone after losing the Group unless the runtime is told otherwise
+# (never more than the policy's MAX_GRACE_SECONDS, never past the lease).
+DEFAULT_GRACE_SECONDS = 60
+
+
+class Disconnected(MwpError):  # noqa: N818 (a state, as LeaseLost)
+    """The Group's gateway cannot be reached: whether a Command sent meanwhile was decided is
+    unknown (a retry is byte-equal, so it is decided at most once)."""
+
+    def __init__(self, why: str) -> None:
+        message = f"the Group is unreachable: {why}"
+        super().__init__(ErrorCode.INTERNAL_ERROR, message, retryable=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,19 +81,20 @@ class OfflineRun:
         *,
         membership_epoch: int | None,
         checkpoint_ref: str | None = None,
-        usage: ResourceUsage | None = None,
+        usage: ResourceUsage | Mapping[str, Any] | None = None,
         now: str | None = None,
     ) -> dict[str, Any]:
-        """A checkpoint buffered at ``now``, signed under the run's Session. Refused
-        (``WORK_LEASE_EXPIRED``) at or past the grace deadline, and (``AUTH_FORBIDDEN``) when
-        ``usage`` counts an external side effect."""
+        """A checkpoint buffered at ``now``, signed under the run's Session. ``usage`` is what
+        the run spent offline (or its record's ``delta``). Refused (``WORK_LEASE_EXPIRED``) at
+        or past the grace deadline, and (``AUTH_FORBIDDEN``) when it counts an external side
+        effect."""
         buffered_at = now or format_utc(datetime.now(UTC))  # the exact time, not whole seconds
         if instant(buffered_at) >= instant(self.grace_deadline):
             raise MwpError(
                 ErrorCode.WORK_LEASE_EXPIRED,
                 f"the offline grace ended at {self.grace_deadline}: reconnect first",
             )
-        delta = usage.delta() if usage is not None else {}
+        delta = dict(usage.delta() if isinstance(usage, ResourceUsage) else usage or {})
         if delta.get(SIDE_EFFECTS):
             raise MwpError(ErrorCode.AUTH_FORBIDDEN, "no external side effect while offline")
         payload: dict[str, Any] = {
@@ -138,3 +159,97 @@ def reconciled(
         issued_at=issued_at,
         extensions=buffered["extensions"],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Buffered:
+    """One buffered Command, and the checkpoint state it names (canonical JSON bytes, uploaded
+    before the Command is reconciled), if any."""
+
+    command: dict[str, Any]
+    checkpoint: bytes | None = None
+
+
+class OfflineSupport(Protocol):
+    """Where a run that lost the Group buffers (gateway mode: the process's connection)."""
+
+    @property
+    def grace_seconds(self) -> int: ...
+
+    def disconnected_at(self) -> str: ...
+
+    def membership_epoch(self, group_id: str) -> int | None: ...
+
+    def keep(self, session_epoch: int, entry: Buffered) -> None: ...
+
+    def ended(self, session_epoch: int) -> bool:
+        """Whether the runtime reconnected under a Session after ``session_epoch``."""
+        ...
+
+    def reachable(self) -> bool:
+        """Whether the runtime holds a live connection to the Group now."""
+        ...
+
+
+def buffer_checkpoint(
+    run: OfflineRun,
+    support: OfflineSupport,
+    identity: Identity,
+    progress: Mapping[str, Any],
+    *,
+    state: Any,
+    latest_ref: str | None,
+    delta: Mapping[str, Any],
+) -> str | None:
+    """Buffer one checkpoint of ``run`` in ``support``: the state's own reference when there
+    is a ``state`` (its bytes kept for upload), else ``latest_ref``, the run's latest. The
+    reference the checkpoint names; refused as :meth:`OfflineRun.checkpoint` refuses."""
+    data = None if state is None else canonicalize(state)
+    ref = latest_ref if data is None else "sha256:" + hashlib.sha256(data).hexdigest()
+    command = run.checkpoint(
+        identity,
+        progress,
+        membership_epoch=support.membership_epoch(run.group_id),
+        checkpoint_ref=ref,
+        usage=delta,
+    )
+    support.keep(run.session_epoch, Buffered(command, data))
+    return ref
+
+
+@dataclass
+class OfflineBuffer:
+    """What this process's runs buffered while the Group was unreachable, until reconnection.
+
+    A run buffers under its own Session; once the runtime reconnected under a newer one, that
+    Session is over (the Group revoked its leases), so a run still going is refused more
+    buffering (``WORK_LEASE_EXPIRED``) and stops."""
+
+    _entries: list[tuple[int, Buffered]] = field(default_factory=list)
+    _sealed_below: int = 0  # Sessions before this one buffer no more
+
+    def keep(self, session_epoch: int, entry: Buffered) -> None:
+        if self.sealed(session_epoch):
+            raise MwpError(
+                ErrorCode.WORK_LEASE_EXPIRED,
+                f"the runtime reconnected under Session {self._sealed_below}: "
+                f"Session {session_epoch}'s lease is over",
+            )
+        self._entries.append((session_epoch, entry))
+
+    def sealed(self, session_epoch: int) -> bool:
+        return session_epoch < self._sealed_below
+
+    def drain(self, session_epoch: int) -> list[Buffered]:
+        """Everything buffered before ``session_epoch``, in order; those Sessions are sealed."""
+        self._sealed_below = max(self._sealed_below, session_epoch)
+        taken = [entry for epoch, entry in self._entries if epoch < session_epoch]
+        self._entries = [(e, entry) for e, entry in self._entries if e >= session_epoch]
+        return taken
+
+    def put_back(self, entries: list[Buffered]) -> None:
+        """Entries a reconciliation could not send (the new link was lost too): first again."""
+        self._entries[:0] = [(self._sealed_below - 1, entry) for entry in entries]
+
+    def __len__(self) -> int:
+        return len(self._entries)

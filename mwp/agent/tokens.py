@@ -15,6 +15,10 @@ call's side effect it
 3. presents the token with the call to the gateway, which checks it again against the
    presenter's current Session, ownership and lease, its revocations and what it charged.
 
+While the run is offline (spec 11.5) a reversible call is checked here only
+(:meth:`TokenHolder.authorize_offline`), against the token the run already holds: no token,
+an expired one or a call outside it is refused, as online.
+
 A declared tool is presented under its name; a function passed to ``ctx.tool`` instead of a
 declared tool's name under :data:`INLINE_TOOL`. Every call's operation is
 :data:`INVOKE`. The token never leaves this object: it is not in the activity's input or
@@ -31,11 +35,12 @@ from decimal import Decimal
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from mwp.agent.execution import INLINE_TOOL
-from mwp.agent.gateway_link import GatewayLink
+from mwp.agent.actions import INLINE_TOOL
+from mwp.agent.gateway_connection import GatewayConnection
+from mwp.agent.offline import Disconnected
 from mwp.contracts.agent import ExecutionOrder
 from mwp.contracts.errors import RemoteMwpError
-from mwp.core.errors import ErrorCode
+from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.resource_usage import ResourceUsage
 from mwp.core.trust.capability_token import (
     Binding,
@@ -68,13 +73,13 @@ class TokenHolder:
 
     def __init__(
         self,
-        link: GatewayLink,
+        connection: GatewayConnection,
         order: ExecutionOrder,
         tools: Iterable[str],
         *,
         clock: Callable[[], datetime] = _utc_now,
     ) -> None:
-        self._link = link
+        self._connection = connection
         self._order = order
         self._tools = sorted({*tools, INLINE_TOOL})
         self._clock = clock
@@ -92,8 +97,35 @@ class TokenHolder:
         if self._spent_lease != lease_id:
             self._spent, self._spent_lease = {}, lease_id
         token = await self._current(lease_id)
+        spend = self._checked(token, tool, cost, lease_id)
+        wire_call = {"tool": tool, "operation": INVOKE, "spend": cost.delta()}
+        path = tool_call_path(self._order.group_id, self._order.work_item_id)
+        try:
+            await self._post(path, {"token": token.to_json(), "call": wire_call}, 200)
+        except RemoteMwpError as refused:
+            # A concurrent call replaced the token meanwhile (the gateway revoked this one):
+            # present the newer one, once.
+            newer = self._token
+            if refused.code is not ErrorCode.AUTH_FORBIDDEN or newer is None or newer is token:
+                raise
+            await self._post(path, {"token": newer.to_json(), "call": wire_call}, 200)
+        self._count(spend)
+
+    def authorize_offline(self, tool: str, cost: ResourceUsage, lease_id: str) -> None:
+        """Allow one reversible call while the Group is unreachable, under the token held."""
+        token = self._token
+        if token is None or self._spent_lease != lease_id:
+            raise MwpError(
+                ErrorCode.AUTH_FORBIDDEN,
+                "no capability token for this lease is held: tool calls wait for the Group",
+            )
+        self._count(self._checked(token, tool, cost, lease_id))
+
+    def _checked(
+        self, token: CapabilityToken, tool: str, cost: ResourceUsage, lease_id: str
+    ) -> dict[str, Decimal]:
+        """The call's declared spend, once the token's claims allow it here."""
         spend = {d: Decimal(str(v)) for d, v in cost.delta().items() if d != "currency"}
-        call = ToolCall(tool, INVOKE, spend=spend)
         o = self._order
         presenter = Binding(
             o.agent_id,
@@ -107,21 +139,13 @@ class TokenHolder:
         check_claims(
             token.claims,
             presented_by=presenter,
-            for_call=call,
+            for_call=ToolCall(tool, INVOKE, spend=spend),
             now=format_utc(self._clock()),
             spent=self._spent,
         )
-        wire_call = {"tool": tool, "operation": INVOKE, "spend": cost.delta()}
-        path = tool_call_path(o.group_id, o.work_item_id)
-        try:
-            await self._post(path, {"token": token.to_json(), "call": wire_call}, 200)
-        except RemoteMwpError as refused:
-            # A concurrent call replaced the token meanwhile (the gateway revoked this one):
-            # present the newer one, once.
-            newer = self._token
-            if refused.code is not ErrorCode.AUTH_FORBIDDEN or newer is None or newer is token:
-                raise
-            await self._post(path, {"token": newer.to_json(), "call": wire_call}, 200)
+        return spend
+
+    def _count(self, spend: dict[str, Decimal]) -> None:
         for dimension, amount in spend.items():
             self._spent[dimension] = self._spent.get(dimension, Decimal(0)) + amount
 
@@ -150,25 +174,29 @@ class TokenHolder:
         return self._token
 
     async def _post(self, path: str, body: Json, expected: int) -> Json:
-        client = self._link.client
+        link = self._connection.current()
+        client = link.client
         if client.session_token is None:
             raise RuntimeError("the gateway link has not authenticated")
-        url = urlsplit(self._link.artifacts_url)
+        url = urlsplit(link.artifacts_url)
         if url.hostname is None or url.port is None:
-            raise ValueError(f"not an https://HOST:PORT address: {self._link.artifacts_url!r}")
-        response = await request(
-            url.hostname,
-            url.port,
-            client.context,
-            "POST",
-            path,
-            headers={
-                "Authorization": f"Bearer {client.session_token}",
-                "Content-Type": "application/json",
-            },
-            body=canonicalize(body),
-            max_body=_MAX_ANSWER_BYTES,
-        )
+            raise ValueError(f"not an https://HOST:PORT address: {link.artifacts_url!r}")
+        try:
+            response = await request(
+                url.hostname,
+                url.port,
+                client.context,
+                "POST",
+                path,
+                headers={
+                    "Authorization": f"Bearer {client.session_token}",
+                    "Content-Type": "application/json",
+                },
+                body=canonicalize(body),
+                max_body=_MAX_ANSWER_BYTES,
+            )
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            raise Disconnected(f"{type(exc).__name__}: {exc}") from exc
         answer = parse_bytes(response.body)
         if not isinstance(answer, dict):
             raise ValueError("the gateway's answer is not a JSON object")

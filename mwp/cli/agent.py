@@ -33,8 +33,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mwp.agent.offline import DEFAULT_GRACE_SECONDS
 from mwp.cli import defaults
 from mwp.contracts.agent import QUERY_STATUS, PolicyChange, PreemptionRequest
+from mwp.core.group.offline_execution import MAX_GRACE_SECONDS
 from mwp.workers.observability import add_observability_args
 
 if TYPE_CHECKING:
@@ -96,6 +98,15 @@ def register(subparsers: Any) -> None:
         "--gateway-artifacts",
         metavar="HTTPS_URL",
         help="the gateway's Artifact address (default: the next port of --gateway)",
+    )
+    run.add_argument(
+        "--offline-grace",
+        metavar="SECONDS",
+        type=int,
+        default=DEFAULT_GRACE_SECONDS,
+        help="how long a run that lost the gateway may go on with reversible work, buffering "
+        f"its checkpoints (0 to {MAX_GRACE_SECONDS}, never past its lease; default "
+        f"{DEFAULT_GRACE_SECONDS})",
     )
     run.add_argument(
         "--direct",
@@ -334,7 +345,9 @@ def _gateway_settings(args: argparse.Namespace) -> Any:
     artifacts = args.gateway_artifacts
     if artifacts is None and args.gateway == defaults.gateway_url():
         artifacts = defaults.gateway_artifacts_url()  # `mwp dev`'s, wherever its port is
-    return GatewaySettings(args.gateway, ca, artifacts)
+    if not 0 <= args.offline_grace <= MAX_GRACE_SECONDS:
+        raise SystemExit(f"mwp agent run: --offline-grace is 0 to {MAX_GRACE_SECONDS} seconds")
+    return GatewaySettings(args.gateway, ca, artifacts, offline_grace_seconds=args.offline_grace)
 
 
 # Where `mwp dev` keeps its gateway's development CA, inside its state folder.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -83,10 +83,12 @@ async def gateway_runtime(
     settings: GatewaySettings,
     address: str,
     ledger: Path,
+    *,
+    report: Callable[[str], None] = lambda line: None,
     **scheduler_options: Any,
 ) -> AsyncIterator[AgentSession]:
-    """``run_agent_worker`` in gateway mode, in the agents' namespace, until the block ends;
-    the AgentWorkflow is terminated afterwards."""
+    """``run_agent_worker`` in gateway mode, in the agents' namespace, until the block ends
+    (``report`` gets its lines); the AgentWorkflow is terminated afterwards."""
     stop = asyncio.Event()
     ready: asyncio.Future[AgentSession] = asyncio.get_running_loop().create_future()
     scheduler_options.setdefault("lease_seconds", 6)
@@ -101,7 +103,7 @@ async def gateway_runtime(
             scheduler_options=scheduler_options,
             on_ready=ready.set_result,
             stop=stop,
-            report=lambda line: None,
+            report=report,
         )
     )
     try:

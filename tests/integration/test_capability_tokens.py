@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mwp.agent import Agent, CapabilityContext, CardInfo, Submission
+from mwp.agent.gateway_connection import GatewayConnection
 from mwp.agent.gateway_link import GatewayLink, GatewaySettings
 from mwp.agent.tokens import INVOKE, TokenHolder
 from mwp.client import Identity, MwpClient
@@ -397,7 +398,9 @@ async def test_the_runtime_refuses_locally_a_call_outside_its_token(
             item.work_item_id,
             epoch,
         )
-        holder = TokenHolder(link, order, ["effect"])
+        connection = GatewayConnection(agent)
+        connection.attach(link)
+        holder = TokenHolder(connection, order, ["effect"])
         await holder.authorize("effect", ResourceUsage(tool_calls=1), lease["leaseId"])
         assert holder.obtained == 1 and gateway.authorizations.presentations == 1
         assert "signature" not in repr(holder) and holder._token is not None
