@@ -11,6 +11,7 @@ from mwp.agent.context import (
     CapabilityFailure,
     CapabilityStopped,
     Preempted,
+    ResourceAccess,
 )
 from mwp.agent.declaration import (
     ANY_OBJECT,
@@ -54,6 +55,7 @@ __all__ = [
     "OwnerCommand",
     "Preempted",
     "Progress",
+    "ResourceAccess",
     "ResourceUsage",
     "SchedulerSignals",
     "SchemaRef",

@@ -18,6 +18,7 @@ state it checkpointed. ``block`` records the block and raises :class:`Blocked`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol, runtime_checkable
 
 from mwp.agent.progress import Progress
@@ -29,8 +30,18 @@ __all__ = [
     "CapabilityFailure",
     "CapabilityStopped",
     "Preempted",
+    "ResourceAccess",
     "ResourceUsage",
 ]
+
+
+@dataclass(frozen=True)
+class ResourceAccess:
+    """What a tool call touches: ``operation`` on each of ``resources``, as the Work
+    Contract's ``allowedResources`` name them (``ctx.tool(..., access=...)``)."""
+
+    operation: str
+    resources: tuple[str, ...]
 
 
 class CapabilityStopped(Exception):  # noqa: N818 (a control-flow signal)
@@ -110,6 +121,7 @@ class CapabilityContext(Protocol):
         /,
         *args: Any,
         spend: ResourceUsage | None = None,
+        access: ResourceAccess | None = None,
         **kwargs: Any,
     ) -> Any:
         """Run a tool (a function or a registered tool's name) once per ``op_id``.
@@ -123,6 +135,10 @@ class CapabilityContext(Protocol):
         not run and the item is blocked), plus the ``usage`` of a
         :class:`~mwp.agent.usage.Spent` the tool returns (its ``result`` is the call's
         result). A call answered from the ledger is not charged again.
+
+        ``access`` names the resources the call touches and the operation on them: a pair
+        the Work Contract's ``allowedResources`` do not allow is refused (``AUTH_FORBIDDEN``)
+        before anything runs, and the capability token is presented for exactly that access.
         """
         ...
 

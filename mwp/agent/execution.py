@@ -62,7 +62,13 @@ from mwp.agent.actions import (
     resolve_tool,
     tool_name,
 )
-from mwp.agent.context import Blocked, CapabilityContext, CapabilityFailure, Preempted
+from mwp.agent.context import (
+    Blocked,
+    CapabilityContext,
+    CapabilityFailure,
+    Preempted,
+    ResourceAccess,
+)
 from mwp.agent.declaration import Agent, CapabilitySpec
 from mwp.agent.ledger import ToolLedger
 from mwp.agent.offline import Disconnected, OfflineRun, OfflineSupport
@@ -83,6 +89,7 @@ from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.resource_usage import RECORD_KIND, RECORDED_KIND, ResourceUsage
 from mwp.core.idempotency import tool_key
 from mwp.core.log.event_log import group_segment
+from mwp.core.trust.resource_scope import ResourceScope
 from mwp.core.wire.jcs import canonicalize
 from mwp.core.wire.strict_json import parse_bytes
 from mwp.stores.artifacts import ArtifactStore, StoredContent
@@ -137,11 +144,15 @@ class ToolAuthorizer(Protocol):
     """What allows a tool call's side effect in gateway mode: the run's capability token
     (:class:`mwp.agent.tokens.TokenHolder`), checked locally and presented to the gateway."""
 
-    async def authorize(self, tool: str, cost: ResourceUsage, lease_id: str) -> None:
+    async def authorize(
+        self, tool: str, cost: ResourceUsage, lease_id: str, access: ResourceAccess | None
+    ) -> None:
         """Return when the call may run; a refusal raises :class:`MwpError`."""
         ...
 
-    def authorize_offline(self, tool: str, cost: ResourceUsage, lease_id: str) -> None:
+    def authorize_offline(
+        self, tool: str, cost: ResourceUsage, lease_id: str, access: ResourceAccess | None
+    ) -> None:
         """The same, while the Group is unreachable: checked against what is held."""
         ...
 
@@ -652,7 +663,10 @@ class LeasedExecution:
             self.resume_state = state
 
     async def authorize_tool(
-        self, fn: Callable[..., Awaitable[Any]] | str, cost: ResourceUsage
+        self,
+        fn: Callable[..., Awaitable[Any]] | str,
+        cost: ResourceUsage,
+        access: ResourceAccess | None,
     ) -> None:
         """The capability token allows the call: presented to the gateway, or, offline, a
         reversible call checked against the token held."""
@@ -661,12 +675,12 @@ class LeasedExecution:
         if self.offline_run is None:
             try:
                 with _lease_lost_when_fenced():
-                    await self.authorizer.authorize(name, cost, self.require_lease())
+                    await self.authorizer.authorize(name, cost, self.require_lease(), access)
                 return
             except Disconnected as lost:
                 self.lost_group(lost)
                 self.guard.require_reversible(fn)
-        self.authorizer.authorize_offline(name, cost, self.require_lease())
+        self.authorizer.authorize_offline(name, cost, self.require_lease(), access)
 
     # --- usage -----------------------------------------------------------------------------
 
@@ -791,10 +805,13 @@ class _LeasedContext(WorkItemFacts):
         /,
         *args: Any,
         spend: ResourceUsage | None = None,
+        access: ResourceAccess | None = None,
         **kwargs: Any,
     ) -> Any:
         r = self._run
         r.require_lease()  # no new side effect without a valid lease (spec 11.5)
+        if access is not None:  # nothing outside the Work Contract runs, whatever the token
+            ResourceScope.of(r.contract).check_access(access.operation, access.resources)
         if r.offline_run is not None:
             r.guard.require_reversible(fn)
         r.charge_tool_call()
@@ -815,7 +832,7 @@ class _LeasedContext(WorkItemFacts):
         async def charged(*a: Any, **k: Any) -> Any:
             nonlocal executed, effects
             if r.authorizer is not None:  # refused: nothing runs, nothing is recorded
-                await r.authorize_tool(fn, cost)
+                await r.authorize_tool(fn, cost, access)
             executed = True  # charged once it runs, raising or not: the call was made
             result = await tool(*a, **k)
             if isinstance(result, Spent):

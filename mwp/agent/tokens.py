@@ -20,8 +20,13 @@ While the run is offline (spec 11.5) a reversible call is checked here only
 an expired one or a call outside it is refused, as online.
 
 A declared tool is presented under its name; a function passed to ``ctx.tool`` instead of a
-declared tool's name under :data:`INLINE_TOOL`. Every call's operation is
-:data:`INVOKE`. The token never leaves this object: it is not in the activity's input or
+declared tool's name under :data:`INLINE_TOOL`. A call's operation is :data:`INVOKE`, or the
+operation of the ``access`` it declares on the resources it names; the token is asked for
+every resource and operation the Work Contract allows (``mwp.core.trust.resource_scope``),
+and each call is checked pair by pair against the contract by the run (before anything
+runs) and again by the gateway.
+
+The token never leaves this object: it is not in the activity's input or
 result, nor in any Command, Event, Artifact, Message or log line (its ``repr`` shows no
 signature).
 """
@@ -36,7 +41,9 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from mwp.agent.actions import INLINE_TOOL
+from mwp.agent.context import ResourceAccess
 from mwp.agent.gateway_connection import GatewayConnection
+from mwp.agent.gateway_views import UnknownWorkItemError
 from mwp.agent.offline import Disconnected
 from mwp.contracts.agent import ExecutionOrder
 from mwp.contracts.errors import RemoteMwpError
@@ -48,6 +55,7 @@ from mwp.core.trust.capability_token import (
     ToolCall,
     check_claims,
 )
+from mwp.core.trust.resource_scope import INVOKE, ResourceScope
 from mwp.core.wire.jcs import canonicalize
 from mwp.core.wire.strict_json import parse_bytes
 from mwp.core.wire.values import format_utc, parse_timestamp
@@ -56,12 +64,15 @@ from mwp.gateway.https import request
 
 CLAUSES: tuple[str, ...] = ("MWP-AUT-002", "MWP-WRK-014")
 
-INVOKE: Final = "invoke"
 # A token ending sooner than this is replaced before the next call.
 REFRESH_SECONDS: Final = 1.0
 _MAX_ANSWER_BYTES: Final = 64 * 1024
 
 Json = dict[str, Any]
+
+
+def _operation(access: ResourceAccess | None) -> str:
+    return INVOKE if access is None else access.operation
 
 
 def _utc_now() -> datetime:
@@ -92,13 +103,17 @@ class TokenHolder:
     def __repr__(self) -> str:
         return f"TokenHolder({self._order.work_item_id!r}, {self._token!r})"
 
-    async def authorize(self, tool: str, cost: ResourceUsage, lease_id: str) -> None:
+    async def authorize(
+        self, tool: str, cost: ResourceUsage, lease_id: str, access: ResourceAccess | None = None
+    ) -> None:
         """Allow one call of ``tool`` declaring ``cost`` under ``lease_id``, or refuse it."""
         if self._spent_lease != lease_id:
             self._spent, self._spent_lease = {}, lease_id
         token = await self._current(lease_id)
-        spend = self._checked(token, tool, cost, lease_id)
-        wire_call = {"tool": tool, "operation": INVOKE, "spend": cost.delta()}
+        spend = self._checked(token, tool, cost, lease_id, access)
+        wire_call: Json = {"tool": tool, "operation": _operation(access), "spend": cost.delta()}
+        if access is not None:
+            wire_call["resources"] = sorted(set(access.resources))
         path = tool_call_path(self._order.group_id, self._order.work_item_id)
         try:
             await self._post(path, {"token": token.to_json(), "call": wire_call}, 200)
@@ -111,7 +126,9 @@ class TokenHolder:
             await self._post(path, {"token": newer.to_json(), "call": wire_call}, 200)
         self._count(spend)
 
-    def authorize_offline(self, tool: str, cost: ResourceUsage, lease_id: str) -> None:
+    def authorize_offline(
+        self, tool: str, cost: ResourceUsage, lease_id: str, access: ResourceAccess | None = None
+    ) -> None:
         """Allow one reversible call while the Group is unreachable, under the token held."""
         token = self._token
         if token is None or self._spent_lease != lease_id:
@@ -119,10 +136,15 @@ class TokenHolder:
                 ErrorCode.AUTH_FORBIDDEN,
                 "no capability token for this lease is held: tool calls wait for the Group",
             )
-        self._count(self._checked(token, tool, cost, lease_id))
+        self._count(self._checked(token, tool, cost, lease_id, access))
 
     def _checked(
-        self, token: CapabilityToken, tool: str, cost: ResourceUsage, lease_id: str
+        self,
+        token: CapabilityToken,
+        tool: str,
+        cost: ResourceUsage,
+        lease_id: str,
+        access: ResourceAccess | None,
     ) -> dict[str, Decimal]:
         """The call's declared spend, once the token's claims allow it here."""
         spend = {d: Decimal(str(v)) for d, v in cost.delta().items() if d != "currency"}
@@ -139,7 +161,12 @@ class TokenHolder:
         check_claims(
             token.claims,
             presented_by=presenter,
-            for_call=ToolCall(tool, INVOKE, spend=spend),
+            for_call=ToolCall(
+                tool,
+                _operation(access),
+                resources=frozenset(() if access is None else access.resources),
+                spend=spend,
+            ),
             now=format_utc(self._clock()),
             spent=self._spent,
         )
@@ -162,16 +189,28 @@ class TokenHolder:
             if claims.binding.lease_id == lease_id and parse_timestamp(soon).instant < ends:
                 return token
         o = self._order
+        scope = self._scope()
         asked = {
             "leaseId": lease_id,
             "ownershipEpoch": o.ownership_epoch,
             "tools": self._tools,
-            "operations": [INVOKE],
+            "operations": sorted(scope.operations),
+            "resources": sorted(scope.resources),
         }
         answer = await self._post(token_path(o.group_id, o.work_item_id), asked, 201)
         self._token = CapabilityToken(answer["token"])
         self.obtained += 1
         return self._token
+
+    def _scope(self) -> ResourceScope:
+        """What the Work Contract lets the run touch, from the WorkItem's delivered view (a
+        run has read it before its first call; unknown, the token names no resource)."""
+        o = self._order
+        try:
+            view = self._connection.current().group(o.group_id).work_item(o.work_item_id)
+        except UnknownWorkItemError:
+            return ResourceScope(frozenset())
+        return ResourceScope.of(view["contract"])
 
     async def _post(self, path: str, body: Json, expected: int) -> Json:
         link = self._connection.current()

@@ -9,8 +9,10 @@ the session token of a live connection (``Authorization: Bearer <token>``):
   first token after a ``work.start`` this gateway forwarded, the view queried as soon as that
   start was decided, :meth:`Authorizations.prefetch`) shows the Agent as the WorkItem's
   owner, every required execution approval granted (withheld otherwise, MWP-AUT-003), and an
-  active Execution Lease of this Session under the named lease and Ownership Epoch. Its
-  limits are capped by the Work Contract's budget and what the ledger says remains; it
+  active Execution Lease of this Session under the named lease and Ownership Epoch. It names
+  no resource or operation the Work Contract's ``allowedResources`` do not (``AUTH_FORBIDDEN``
+  otherwise: ``mwp.core.trust.resource_scope``); its limits are capped by the Work
+  Contract's budget and what the ledger says remains; it
   expires at the lease's current expiry or after :data:`TOKEN_SECONDS`, whichever is first.
   A newer token for the same lease revokes the older one (the runtime asks again after a
   renewal moved the lease's expiry on).
@@ -18,8 +20,9 @@ the session token of a live connection (``Authorization: Bearer <token>``):
   "resources"?, "data"?, "spend"?}}``: the runtime presents its token before a tool call's
   side effect. The token is checked (:func:`~mwp.core.trust.capability_token.check`) against
   the presenter's current Session and the WorkItem's current ownership and lease (queried),
-  the revocation set and what was already charged under the lease; ``200 {"authorized":
-  true}`` charges the call's declared spend, a refusal is the typed error of the check.
+  the revocation set and what was already charged under the lease, and each resource the
+  call names against the operations the contract allows on it; ``200 {"authorized": true}``
+  charges the call's declared spend, a refusal is the typed error of the check.
 
 The issuing key is the Authorization Service's own (``service`` principal, registered in the
 Organization's Registry on first use, so any verifier finds it there). Revocations and the
@@ -54,6 +57,7 @@ from mwp.core.trust.capability_token import (
     check,
     issue,
 )
+from mwp.core.trust.resource_scope import ResourceScope
 from mwp.core.trust.service_message import TrustedKey
 from mwp.core.wire.jcs import canonicalize
 from mwp.core.wire.strict_json import parse_bytes
@@ -212,12 +216,14 @@ class Authorizations:
             )
         if request.get("leaseId") != lease.binding.lease_id:
             raise _refusal(ErrorCode.WORK_LEASE_EXPIRED, "Another Execution Lease.", "lease-id")
+        grant = _grant(request)
+        ResourceScope.of(view["contract"]).check_grant(grant.resources, grant.operations)
         now = self.clock()
         policy_end = format_utc(now + timedelta(seconds=self.token_seconds))
         earlier = parse_timestamp(lease.expires_at).instant <= parse_timestamp(policy_end).instant
         expires = lease.expires_at if earlier else policy_end
         token = issue(
-            _grant(request),
+            grant,
             lease=lease,
             contract_budget=view["contract"].get("budget", {}),
             remaining=_remaining(view),
@@ -275,6 +281,7 @@ class Authorizations:
             if diagnostic is not None and diagnostic.reason in _LOST and bound_lease:
                 self._revoke_lease(bound_lease)  # its Agent holds that lease no longer
             raise
+        ResourceScope.of(view["contract"]).check_access(call.operation, call.resources)
         known = self.leases.setdefault(claims.binding.lease_id, _Lease(ends=claims.expires_at))
         spent = known.spent
         for dimension, amount in call.spend.items():

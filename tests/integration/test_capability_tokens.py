@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from mwp.agent import Agent, CapabilityContext, CardInfo, Submission
+from mwp.agent import Agent, CapabilityContext, CardInfo, ResourceAccess, Submission
 from mwp.agent.gateway_connection import GatewayConnection
 from mwp.agent.gateway_link import GatewayLink, GatewaySettings
-from mwp.agent.tokens import INVOKE, TokenHolder
+from mwp.agent.tokens import TokenHolder
 from mwp.client import Identity, MwpClient
 from mwp.contracts.agent import ExecutionOrder
 from mwp.contracts.errors import RemoteMwpError
@@ -28,6 +28,7 @@ from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.resource_usage import ResourceUsage
 from mwp.core.trust.capability_token import CapabilityToken, contains_token, token_paths
 from mwp.core.trust.registry import Principal
+from mwp.core.trust.resource_scope import INVOKE
 from mwp.core.wire.jcs import canonicalize
 from mwp.core.wire.strict_json import parse_bytes
 from mwp.dev.scenario import work_contract
@@ -372,6 +373,70 @@ async def test_a_replaced_session_cannot_use_its_token(
             assert answer["code"] == "WORK_LEASE_EXPIRED", answer
 
 
+async def test_a_token_names_only_what_the_work_contract_allows_and_each_access_is_checked(
+    mwp_client: MwpClient, tmp_path: Path
+) -> None:
+    """The grant is flat (resources, operations); the contract pairs them. Issuance refuses a
+    resource or operation outside the contract, and a presented call is checked pair by pair:
+    an operation the contract allows on another resource is refused at the door."""
+    rig = await new_mission(mwp_client)
+    worker = rig.crew.workers[0]
+    repo, wiki, elsewhere = "urn:mwp:resource:repo", "urn:mwp:resource:wiki", "urn:mwp:resource:x"
+    async with (
+        agent_gateway(mwp_client, rig.crew.organization, tmp_path / "tls") as (gateway, settings),
+        linked(settings, declared(worker, rig.crew.organization.organization_id)) as link,
+    ):
+        service = gateway.authorizations
+        await session_known(rig, worker, link.session_epoch)
+        session = session_of(gateway, link)
+        contract = work_contract("Fix the docs", deadline=in_seconds(86400))
+        contract["allowedResources"] = [
+            {"resource": repo, "operations": ["read"]},
+            {"resource": wiki, "operations": ["read", "write"]},
+        ]
+        item = WorkItemRef(new_id(), contract)
+        wid, group = item.work_item_id, rig.mission.group_id
+        await rig.coordinate("work.authorize", {"contract": contract}, work_item_id=wid)
+        offer = await rig.offer(item, worker)
+        epoch = await rig.accept(worker, item, offer["offers"][0]["offerId"])
+        lease = await rig.start(worker, item, epoch, lease_seconds=60)
+        operations = [INVOKE, "read", "write"]
+
+        for grant, why in (
+            ({"resources": [repo, elsewhere], "operations": operations}, "grant-resource"),
+            ({"resources": [repo], "operations": [*operations, "delete"]}, "grant-operation"),
+        ):
+            error = await refusal(service.issue(session, group, wid, asked(lease, **grant)))
+            assert (error.code, reason(error)) == (
+                ErrorCode.AUTH_FORBIDDEN,
+                f"resource-scope/{why}",
+            )
+        status, answer = await post(
+            link,
+            token_path(group, wid),
+            asked(lease, resources=[repo, wiki], operations=operations),
+        )
+        assert status == 201, answer
+        doc = answer["token"]
+        present = tool_call_path(group, wid)
+
+        def access(operation: str, *resources: str) -> dict[str, Any]:
+            return {"token": doc, "call": {**call(operation=operation), "resources": [*resources]}}
+
+        status, answer = await post(link, present, access("read", repo, wiki))
+        assert (status, answer) == (200, {"authorized": True})
+        status, answer = await post(link, present, access("write", wiki))
+        assert status == 200, answer
+        for body, why in (
+            (access("write", repo), "resource-scope/access"),  # write is the wiki's, not the repo's
+            (access("read", elsewhere), "grant/resource"),  # not in the token at all
+        ):
+            status, answer = await post(link, present, body)
+            assert (status, answer["code"]) == (403, "AUTH_FORBIDDEN"), answer
+            error = await refusal(service.present(session, group, wid, body))
+            assert reason(error) == why
+
+
 # --- the runtime: local checks, presentation, no secrets in durable objects -----------------------
 
 
@@ -419,6 +484,8 @@ async def test_the_runtime_refuses_locally_a_call_outside_its_token(
 
 
 CALLS: list[str] = []
+REFUSED_ACCESS: list[ErrorCode] = []
+WORKSPACE = "urn:mwp:resource:workspace"  # the sample contract allows "read" on it
 
 
 def tool_agent(organization_id: str) -> Agent:
@@ -438,6 +505,11 @@ def tool_agent(organization_id: str) -> Agent:
             return "inline"
 
         await ctx.tool("three", inline)
+        await ctx.tool("read", "effect", "read", access=ResourceAccess("read", (WORKSPACE,)))
+        try:  # the contract allows only "read" on the workspace: refused before it runs
+            await ctx.tool("write", "effect", "write", access=ResourceAccess("write", (WORKSPACE,)))
+        except MwpError as refused:
+            REFUSED_ACCESS.append(refused.code)
         return await covering_submission(ctx, b"done")
 
     return agent
@@ -481,8 +553,12 @@ async def test_a_run_presents_its_token_and_no_durable_object_holds_one(
         ).fetch_history()
         card = await gateway.authority.agent_card(agent.agent_id)
 
-    assert issued and presented == 3  # every executed call, the inline one included
-    assert CALLS.count("one") == 1 and CALLS.count("two") == 1
+    assert issued and presented == 4  # every executed call, the inline one included
+    assert CALLS.count("one") == 1 and CALLS.count("two") == 1 and CALLS.count("read") == 1
+    assert "write" not in CALLS and REFUSED_ACCESS == [ErrorCode.AUTH_FORBIDDEN]
+    # Asked for exactly what the Work Contract allows.
+    assert issued[0].claims.grant.resources == {WORKSPACE}
+    assert issued[0].claims.grant.operations == {INVOKE, "read"}
     assert all(t.claims.binding.work_item_id == item.work_item_id for t in issued)
 
     # No Group Event, Artifact, Agent Card or AgentWorkflow history holds a token.

@@ -19,6 +19,7 @@ from mwp.agent import (
     EvidenceItem,
     LocalCapabilityRunner,
     Progress,
+    ResourceAccess,
     Submission,
     tool_key,
 )
@@ -324,3 +325,36 @@ async def test_recorded_usage_is_charged_to_the_contract_budget_and_overflow_is_
     assert refused is ErrorCode.BUDGET_EXCEEDED
     assert last["cumulative"] == {"modelTokenLimit": 1000}
     assert runner.work_item["resourceUsage"]["remaining"] == {"modelTokenLimit": 0}
+
+
+# --- resources -------------------------------------------------------------------------------
+
+
+async def test_a_tool_call_outside_the_contracts_resources_is_refused_before_it_runs(
+    tmp_path: Path,
+) -> None:
+    """Even with no token (the trusted mode), a call declaring an access the Work Contract's
+    ``allowedResources`` do not pair is refused, nothing runs and nothing is charged."""
+    searches: list[str] = []
+    refused: list[str] = []
+    repo = "urn:mwp:resource:repo"
+
+    async def work(ctx: CapabilityContext) -> Submission:
+        await ctx.tool("s:1", "search", "one", access=ResourceAccess("read", (repo,)))
+        for op_id, access in (
+            ("s:2", ResourceAccess("write", (repo,))),
+            ("s:3", ResourceAccess("read", (repo, "urn:mwp:resource:other"))),
+        ):
+            try:
+                await ctx.tool(op_id, "search", op_id, access=access)
+            except MwpError as error:
+                refused.append(error.code.value)
+        return await published(ctx, "done")
+
+    allowed = [{"resource": repo, "operations": ["read"]}]
+    runner = runner_of(tmp_path, work, searching(searches), allowedResources=allowed)
+    outcome = await runner.run()
+    assert outcome.status == "submitted"
+    assert len(searches) == 1 and refused == ["AUTH_FORBIDDEN", "AUTH_FORBIDDEN"]
+    usage = [c for c in runner.commands if c.kind == USAGE]
+    assert usage[-1].payload["delta"]["toolCallLimit"] == 1  # only the call that ran
