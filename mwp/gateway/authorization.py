@@ -65,7 +65,13 @@ from mwp.core.wire.values import format_utc, parse_timestamp
 from mwp.gateway.hello import Session
 from mwp.gateway.https import HttpRefusal, Request, Response
 
-CLAUSES: tuple[str, ...] = ("MWP-AUT-001", "MWP-AUT-002", "MWP-AUT-003", "MWP-WRK-014")
+CLAUSES: tuple[str, ...] = (
+    "MWP-AUT-001",
+    "MWP-AUT-002",
+    "MWP-AUT-003",
+    "MWP-AUT-006",
+    "MWP-WRK-014",
+)
 
 # The longest a token lives, whatever its lease ("short-lived" as Organization policy).
 TOKEN_SECONDS: Final = 300

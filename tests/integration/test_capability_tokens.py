@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
+
 from mwp.agent import Agent, CapabilityContext, CardInfo, ResourceAccess, Submission
 from mwp.agent.gateway_connection import GatewayConnection
 from mwp.agent.gateway_link import GatewayLink, GatewaySettings
@@ -435,6 +437,50 @@ async def test_a_token_names_only_what_the_work_contract_allows_and_each_access_
             assert (status, answer["code"]) == (403, "AUTH_FORBIDDEN"), answer
             error = await refusal(service.present(session, group, wid, body))
             assert reason(error) == why
+
+
+@pytest.mark.parametrize("cancel", ["work.cancel", "mission.cancel"])
+async def test_cancelling_the_work_revokes_its_token(
+    mwp_client: MwpClient, tmp_path: Path, cancel: str
+) -> None:
+    """MWP-AUT-006: once the WorkItem (or its whole Mission) is cancelled, the token of its
+    lease is refused at its next presentation and revoked from then on."""
+    rig = await new_mission(mwp_client)
+    worker = rig.crew.workers[0]
+    async with (
+        agent_gateway(mwp_client, rig.crew.organization, tmp_path / "tls") as (gateway, settings),
+        linked(settings, declared(worker, rig.crew.organization.organization_id)) as link,
+    ):
+        await session_known(rig, worker, link.session_epoch)
+        session = session_of(gateway, link)
+        item = await rig.authorize("Pay the supplier")
+        wid, group = item.work_item_id, rig.mission.group_id
+        offer = await rig.offer(item, worker)
+        epoch = await rig.accept(worker, item, offer["offers"][0]["offerId"])
+        lease = await rig.start(worker, item, epoch, lease_seconds=60)
+        status, answer = await post(link, token_path(group, wid), asked(lease))
+        assert status == 201, answer
+        body = {"token": answer["token"], "call": call()}
+        status, answer = await post(link, tool_call_path(group, wid), body)
+        assert status == 200, answer
+
+        if cancel == "work.cancel":
+            await rig.coordinate(cancel, {"reason": "replanned"}, work_item_id=wid)
+        else:
+            await rig.send(rig.crew.owner, cancel, {"reason": "replanned"})
+
+        async def cancelled() -> bool:
+            return bool((await rig.mission.work_item(wid))["state"] == "cancelled")
+
+        await eventually(cancelled)
+        service = gateway.authorizations
+        first = await refusal(service.present(session, group, wid, body))
+        assert first.code is ErrorCode.WORK_LEASE_EXPIRED and reason(first) == "binding/lease"
+        again = await refusal(service.present(session, group, wid, body))
+        assert again.code is ErrorCode.AUTH_FORBIDDEN and reason(again) == "revocation/revoked"
+        # Nor is a new one issued: a cancelled WorkItem has no owner.
+        status, answer = await post(link, token_path(group, wid), asked(lease))
+        assert (status, answer["code"]) == (403, "AUTH_FORBIDDEN"), answer
 
 
 # --- the runtime: local checks, presentation, no secrets in durable objects -----------------------
