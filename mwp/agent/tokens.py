@@ -166,6 +166,7 @@ class TokenHolder:
                 _operation(access),
                 resources=frozenset(() if access is None else access.resources),
                 spend=spend,
+                currency=cost.currency,
             ),
             now=format_utc(self._clock()),
             spent=self._spent,

@@ -405,7 +405,14 @@ def _call(value: Any) -> ToolCall:
         _names(value.get("resources"), "resources"),
         _names(value.get("data"), "data"),
         {k: v for k, v in spend.items() if k != "currency"},
+        _currency(spend.get("currency")),
     )
+
+
+def _currency(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise _refusal(ErrorCode.INVALID_COMMAND, "spend.currency is a code.", "currency")
+    return value
 
 
 # --- the routes ----------------------------------------------------------------------------------

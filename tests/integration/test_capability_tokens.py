@@ -263,6 +263,12 @@ async def test_the_gateway_issues_tokens_to_the_leased_owner_and_refuses_every_o
             "BUDGET_EXCEEDED",
             "limit/financialLimit",
         )
+        # An amount in another currency than the token's limit cannot be compared with it.
+        await refused_as(
+            {"token": doc, "call": call(financialLimit=1, currency="EUR")},
+            "INVALID_COMMAND",
+            "limit/currency",
+        )
         # Altered: the signature no longer holds.
         altered = json.loads(json.dumps(doc))
         altered["body"]["tools"] = ["effect", "other"]

@@ -377,8 +377,8 @@ def test_a_call_whose_spend_would_pass_a_limit_is_refused(dimension: str) -> Non
     issued, limit = token(), Decimal(str(CONTRACT_BUDGET[dimension]))
     spent = {dimension: limit - 1}
 
-    def call(spend: Decimal | int) -> ToolCall:
-        return ToolCall("repo.read", "read", spend={dimension: spend})
+    def call(spend: Decimal | int) -> ToolCall:  # a financial amount in the token's currency
+        return ToolCall("repo.read", "read", spend={dimension: spend}, currency="USD")
 
     # when a call would reach the limit exactly it is allowed; one past it is refused
     assert checked(issued, for_call=call(1), spent=spent)
@@ -396,7 +396,7 @@ def test_a_call_whose_spend_would_pass_a_limit_is_refused(dimension: str) -> Non
 
 def test_decimal_spend_adds_exactly_and_bad_spend_is_refused() -> None:
     issued = token(remaining={"financialLimit": Decimal("0.3")})
-    call = ToolCall("repo.read", "read", spend={"financialLimit": Decimal("0.2")})
+    call = ToolCall("repo.read", "read", spend={"financialLimit": Decimal("0.2")}, currency="USD")
     assert checked(issued, for_call=call, spent={"financialLimit": Decimal("0.1")})
     bad = {
         "unknown-dimension": {"gpuLimit": 1},

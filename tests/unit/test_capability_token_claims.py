@@ -66,3 +66,16 @@ def test_each_rule_but_the_signature_refuses_as_check_does() -> None:
         ErrorCode.BUDGET_EXCEEDED,
         "limit/toolCallLimit",
     )
+
+
+def test_a_financial_spend_is_in_the_tokens_currency() -> None:
+    claims = token().claims
+    assert claims.grant.currency == "USD"
+    paid = dataclasses.replace(CALL, spend={"financialLimit": 1}, currency="USD")
+    assert check_claims(claims, presented_by=BOUND, for_call=paid, now=ISSUED) == claims
+    for currency in ("EUR", None):
+        other = dataclasses.replace(paid, currency=currency)
+        assert refused(for_call=other) == (ErrorCode.INVALID_COMMAND, "limit/currency")
+    # Spending nothing financial needs no currency.
+    calls = dataclasses.replace(CALL, spend={"toolCallLimit": 1})
+    assert check_claims(claims, presented_by=BOUND, for_call=calls, now=ISSUED) == claims

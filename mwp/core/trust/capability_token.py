@@ -175,6 +175,7 @@ class ToolCall:
     resources: frozenset[str] = frozenset()
     data: frozenset[str] = frozenset()
     spend: Mapping[str, Decimal | int] = field(default_factory=dict)
+    currency: str | None = None  # of a declared financial spend
 
 
 # --- issuing -------------------------------------------------------------------------------------
@@ -329,6 +330,7 @@ def check_claims(
     _check_binding(claims.binding, presented_by)
     _check_call(claims.grant, for_call)
     _check_spend(claims.grant.limits, for_call.spend, spent or {})
+    _check_currency(claims.grant, for_call)
     return claims
 
 
@@ -436,6 +438,15 @@ def _check_spend(
         already = _amount(spent.get(dimension, 0), "spent")
         if already + declared > limits[dimension]:
             raise _refuse(ErrorCode.BUDGET_EXCEEDED, "limit", dimension)
+
+
+def _check_currency(grant: Grant, call: ToolCall) -> None:
+    """A financial spend is in the currency of the token's financial limit: amounts in
+    another currency cannot be compared with it (nor charged to the ledger)."""
+    if FINANCIAL not in call.spend or grant.currency is None:
+        return
+    if call.currency != grant.currency:
+        raise _refuse(ErrorCode.INVALID_COMMAND, "limit", "currency")
 
 
 # --- the token's body ----------------------------------------------------------------------------
