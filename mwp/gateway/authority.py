@@ -89,6 +89,10 @@ class Authority(Protocol):
         """The Group Authority's current view of the WorkItem (queried, not cached)."""
         ...
 
+    async def mission_view(self, group_id: str) -> dict[str, Any]:
+        """The Group Authority's current view of the Mission (queried, not cached)."""
+        ...
+
     async def register_binding(self, identity: Identity) -> None:
         """Register a service key of the authority zone in the Registry (idempotent)."""
         ...
@@ -193,6 +197,14 @@ class TemporalAuthority:
         mission_id = workflow_id.removeprefix(mission_workflow_id(""))
         try:
             return await MissionHandle(self.client, mission_id, group_id).work_item(work_item_id)
+        except ClientError:  # the workflow is gone (closed, or never ran here)
+            raise group_not_found(group_id) from None
+
+    async def mission_view(self, group_id: str) -> dict[str, Any]:
+        workflow_id = await self._mission_workflow(group_id)
+        mission_id = workflow_id.removeprefix(mission_workflow_id(""))
+        try:
+            return await MissionHandle(self.client, mission_id, group_id).view()
         except ClientError:  # the workflow is gone (closed, or never ran here)
             raise group_not_found(group_id) from None
 

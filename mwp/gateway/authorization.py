@@ -23,6 +23,8 @@ the session token of a live connection (``Authorization: Bearer <token>``):
   the revocation set and what was already charged under the lease, and each resource the
   call names against the operations the contract allows on it; ``200 {"authorized": true}``
   charges the call's declared spend, a refusal is the typed error of the check.
+* ``POST /groups/<g>/work-items/<w>/authorization``: the Coordinator's request, which names a
+  scope and never yields a token (``mwp.gateway.authorization_requests``).
 
 The issuing key is the Authorization Service's own (``service`` principal, registered in the
 Organization's Registry on first use, so any verifier finds it there). Revocations and the
@@ -62,6 +64,7 @@ from mwp.core.trust.service_message import TrustedKey
 from mwp.core.wire.jcs import canonicalize
 from mwp.core.wire.strict_json import parse_bytes
 from mwp.core.wire.values import format_utc, parse_timestamp
+from mwp.gateway.authorization_requests import AUTHORIZE_ROUTE, RequestedScopes
 from mwp.gateway.hello import Session
 from mwp.gateway.https import HttpRefusal, Request, Response
 
@@ -118,10 +121,13 @@ class Authorizations:
         register: Callable[[Identity], Awaitable[None]],
         clock: Callable[[], datetime],
         *,
+        mission: Callable[[str], Awaitable[Json]] | None = None,
         identity: Identity | None = None,
         token_seconds: int = TOKEN_SECONDS,
     ) -> None:
         self.work_item = work_item
+        self.mission = mission  # the Mission view, for the Coordinator's requests
+        self.requested = RequestedScopes()
         self.register = register
         self.clock = clock
         self.token_seconds = token_seconds
@@ -222,7 +228,7 @@ class Authorizations:
             )
         if request.get("leaseId") != lease.binding.lease_id:
             raise _refusal(ErrorCode.WORK_LEASE_EXPIRED, "Another Execution Lease.", "lease-id")
-        grant = _grant(request)
+        grant = self.requested.narrow((group_id, work_item_id), _grant(request))
         ResourceScope.of(view["contract"]).check_grant(grant.resources, grant.operations)
         now = self.clock()
         policy_end = format_utc(now + timedelta(seconds=self.token_seconds))
@@ -246,6 +252,22 @@ class Authorizations:
         if self.observe is not None:
             self.observe(token)
         return token
+
+    async def request(
+        self, session: Session, group_id: str, work_item_id: str, request: Json
+    ) -> None:
+        """The Coordinator's request for authorization of the WorkItem's Worker: a scope
+        every later token for it stays within (``mwp.gateway.authorization_requests``)."""
+        if self.mission is None:
+            raise _refusal(
+                ErrorCode.AUTH_FORBIDDEN, "This gateway takes no requests.", "no-requests"
+            )
+        view = await self._view(group_id, work_item_id)
+        grant = _grant(request)
+        ResourceScope.of(view["contract"]).check_grant(grant.resources, grant.operations)
+        mission = await self.mission(group_id)
+        coordinator = mission.get("coordinator") or {}
+        self.requested.request(coordinator, session.agent_id, (group_id, work_item_id), grant)
 
     # --- checking ------------------------------------------------------------------------------
 
@@ -422,6 +444,10 @@ def token_path(group_id: str, work_item_id: str) -> str:
     return _work_item_path(group_id, work_item_id) + TOKEN_ROUTE
 
 
+def authorization_path(group_id: str, work_item_id: str) -> str:
+    return _work_item_path(group_id, work_item_id) + AUTHORIZE_ROUTE
+
+
 def tool_call_path(group_id: str, work_item_id: str) -> str:
     return _work_item_path(group_id, work_item_id) + TOOL_CALL_ROUTE
 
@@ -439,7 +465,7 @@ def route_of(target: str) -> tuple[str, str, str] | None:
         len(parts) != 6
         or parts[:2] != ["", "groups"]
         or parts[3] != "work-items"
-        or parts[5] not in (TOKEN_ROUTE, TOOL_CALL_ROUTE)
+        or parts[5] not in (TOKEN_ROUTE, TOOL_CALL_ROUTE, AUTHORIZE_ROUTE)
     ):
         return None
     try:
@@ -472,5 +498,8 @@ async def serve(
     if name == TOKEN_ROUTE:
         token = await service.issue(session, group_id, work_item_id, body)
         return Response(201, canonicalize({"token": token.to_json()}))
+    if name == AUTHORIZE_ROUTE:
+        await service.request(session, group_id, work_item_id, body)
+        return Response(202, canonicalize({"workItemId": work_item_id, "requested": True}))
     await service.present(session, group_id, work_item_id, body)
     return Response(200, canonicalize({"authorized": True}))

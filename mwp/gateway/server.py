@@ -189,6 +189,7 @@ class Gateway:
             authority.work_item,
             authority.register_binding,
             clock,
+            mission=authority.mission_view,
             identity=authorization_identity,
         )
         if isinstance(authority, TemporalAuthority):

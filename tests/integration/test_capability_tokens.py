@@ -35,7 +35,7 @@ from mwp.core.wire.jcs import canonicalize
 from mwp.core.wire.strict_json import parse_bytes
 from mwp.dev.scenario import work_contract
 from mwp.dev.stack import BackgroundStack
-from mwp.gateway.authorization import token_path, tool_call_path
+from mwp.gateway.authorization import authorization_path, token_path, tool_call_path
 from mwp.gateway.hello import Session
 from mwp.gateway.https import request
 from mwp.gateway.server import Gateway
@@ -487,6 +487,58 @@ async def test_cancelling_the_work_revokes_its_token(
         # Nor is a new one issued: a cancelled WorkItem has no owner.
         status, answer = await post(link, token_path(group, wid), asked(lease))
         assert (status, answer["code"]) == (403, "AUTH_FORBIDDEN"), answer
+
+
+async def test_the_coordinator_requests_authorization_and_never_obtains_the_token(
+    mwp_client: MwpClient, tmp_path: Path
+) -> None:
+    """MWP-AUT-002: the Coordinator's request names the step's scope and yields no token; the
+    owner's token stays within it; nobody else may request, and the Coordinator gets no
+    token of its own for the Worker's item."""
+    rig = await new_mission(mwp_client)
+    organization_id = rig.crew.organization.organization_id
+    worker, other = rig.crew.workers
+    issued: list[CapabilityToken] = []
+    async with (
+        agent_gateway(mwp_client, rig.crew.organization, tmp_path / "tls") as (gateway, settings),
+        linked(settings, declared(worker, organization_id)) as link,
+        linked(settings, declared(rig.crew.coordinator, organization_id)) as coordinator,
+        linked(settings, declared(other, organization_id)) as stranger,
+    ):
+        gateway.authorizations.observe = issued.append
+        await session_known(rig, worker, link.session_epoch)
+        await session_known(rig, rig.crew.coordinator, coordinator.session_epoch)
+        item = await rig.authorize("Send the newsletter")
+        wid, group = item.work_item_id, rig.mission.group_id
+        offer = await rig.offer(item, worker)
+        epoch = await rig.accept(worker, item, offer["offers"][0]["offerId"])
+        lease = await rig.start(worker, item, epoch, lease_seconds=60)
+        scope = {"tools": ["effect"], "operations": [INVOKE], "limits": {"toolCallLimit": 2}}
+        path = authorization_path(group, wid)
+
+        for asker in (stranger, link):  # another Worker, and the owner itself
+            status, answer = await post(asker, path, scope)
+            assert (status, answer["code"]) == (403, "AUTH_FORBIDDEN"), answer
+        wider = {**scope, "resources": ["urn:mwp:resource:elsewhere"]}
+        status, answer = await post(coordinator, path, wider)
+        assert (status, answer["code"]) == (403, "AUTH_FORBIDDEN"), answer
+        status, answer = await post(coordinator, path, scope)
+        assert (status, answer) == (202, {"requested": True, "workItemId": wid})
+        # The Coordinator gets no token for the Worker's item.
+        status, answer = await post(coordinator, token_path(group, wid), asked(lease))
+        assert (status, answer["code"]) == (403, "AUTH_FORBIDDEN"), answer
+        assert not issued
+
+        # The owner asks for more than the Coordinator planned: it gets what was requested.
+        wants = asked(lease, tools=["effect", "other"], limits={"toolCallLimit": 50})
+        status, answer = await post(link, token_path(group, wid), wants)
+        assert status == 201, answer
+        claims = CapabilityToken(answer["token"]).claims
+        assert claims.binding.agent_id == worker.principal.id
+        assert claims.grant.tools == {"effect"}
+        assert claims.grant.limits["toolCallLimit"] == 2
+
+    assert len(issued) == 1 and issued[0].claims.binding.agent_id == worker.principal.id
 
 
 # --- the runtime: local checks, presentation, no secrets in durable objects -----------------------
