@@ -374,6 +374,7 @@ async def _run_through_gateway(
     connection = GatewayConnection(
         agent,
         grace_seconds=settings.offline_grace_seconds,
+        journal=store,
         report=lambda line: lines(f"{name}: {line}"),
     )
     worker: Worker | None = None

@@ -7,11 +7,14 @@ reconnecting, which is :class:`~mwp.agent.offline.Disconnected`). A run that los
 may go on with reversible work until its grace deadline, buffering its checkpoints here
 (``mwp.agent.offline``); the reconnecting runtime calls :meth:`GatewayConnection.reconcile`
 with the new link before it attaches it, so every buffered Command is decided before the new
-Session starts, publishes or submits anything.
+Session starts, publishes or submits anything. With a ``journal`` the buffer is also kept in
+the agent's own store, so a runtime that died offline reconciles it after its restart
+(``mwp.agent.offline_buffer``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,16 +23,12 @@ from typing import Any
 
 from mwp.agent.declaration import Agent
 from mwp.agent.gateway_link import GatewayLink
-from mwp.agent.offline import (
-    DEFAULT_GRACE_SECONDS,
-    Buffered,
-    Disconnected,
-    OfflineBuffer,
-    reconciled,
-)
+from mwp.agent.offline import DEFAULT_GRACE_SECONDS, Disconnected, reconciled
+from mwp.agent.offline_buffer import Buffered, OfflineBuffer
 from mwp.core.errors import MwpError
 from mwp.core.group.offline_execution import MAX_GRACE_SECONDS
 from mwp.core.wire.values import format_utc
+from mwp.stores.objects import ObjectStore
 
 Json = dict[str, Any]
 
@@ -54,13 +53,14 @@ class GatewayConnection:
         agent: Agent,
         *,
         grace_seconds: int = DEFAULT_GRACE_SECONDS,
+        journal: ObjectStore | None = None,  # the agent's own store: the buffer outlives us
         report: Callable[[str], None] = lambda line: None,  # one line per reconciliation
     ) -> None:
         if not 0 <= grace_seconds <= MAX_GRACE_SECONDS:
             raise ValueError(f"the offline grace is 0 to {MAX_GRACE_SECONDS} seconds")
         self.agent = agent
         self.grace_seconds = grace_seconds
-        self.buffer = OfflineBuffer()
+        self.buffer = OfflineBuffer(journal)
         self.card_version: int | None = None  # the Registry's, read through each new link
         self.reconciliations: list[Reconciliation] = []
         self._report = report
@@ -126,6 +126,7 @@ class GatewayConnection:
             except Disconnected:
                 self.buffer.put_back(pending[index:])
                 raise
+            await asyncio.to_thread(self.buffer.decided, entry)
         self.reconciliations += decided
         return decided
 

@@ -35,7 +35,8 @@ from typing import Any
 
 from mwp.agent.declaration import Agent, CapabilitySpec
 from mwp.agent.execution import FENCED_CODES, LeasedExecution
-from mwp.agent.offline import DEFAULT_GRACE_SECONDS, Buffered, Disconnected, OfflineBuffer
+from mwp.agent.offline import DEFAULT_GRACE_SECONDS, Disconnected
+from mwp.agent.offline_buffer import Buffered, OfflineBuffer
 from mwp.agent.progress import (
     LEASE_RENEW,
     WORK_BLOCK,

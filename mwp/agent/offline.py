@@ -12,19 +12,20 @@ keeping its Action ID, payload and binding; the Group charges the offline usage 
 the checkpoint in one decision (``mwp.core.group.offline_execution``).
 
 In gateway mode the runtime does this by itself: a channel that cannot reach the Group raises
-:class:`Disconnected`; the run then buffers into the process's :class:`OfflineBuffer`, and the
-reconnecting runtime drains that buffer (:meth:`OfflineBuffer.drain`, which also seals it
-against every older Session) before it serves the new Session.
+:class:`Disconnected`; the run then buffers into the process's
+:class:`~mwp.agent.offline_buffer.OfflineBuffer`, and the reconnecting runtime drains that
+buffer (which also seals it against every older Session) before it serves the new Session.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from mwp.agent.offline_buffer import Buffered
 from mwp.client.identity import Identity
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.clock import instant, plus_seconds
@@ -161,15 +162,6 @@ def reconciled(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Buffered:
-    """One buffered Command, and the checkpoint state it names (canonical JSON bytes, uploaded
-    before the Command is reconciled), if any."""
-
-    command: dict[str, Any]
-    checkpoint: bytes | None = None
-
-
 class OfflineSupport(Protocol):
     """Where a run that lost the Group buffers (gateway mode: the process's connection)."""
 
@@ -215,41 +207,3 @@ def buffer_checkpoint(
     )
     support.keep(run.session_epoch, Buffered(command, data))
     return ref
-
-
-@dataclass
-class OfflineBuffer:
-    """What this process's runs buffered while the Group was unreachable, until reconnection.
-
-    A run buffers under its own Session; once the runtime reconnected under a newer one, that
-    Session is over (the Group revoked its leases), so a run still going is refused more
-    buffering (``WORK_LEASE_EXPIRED``) and stops."""
-
-    _entries: list[tuple[int, Buffered]] = field(default_factory=list)
-    _sealed_below: int = 0  # Sessions before this one buffer no more
-
-    def keep(self, session_epoch: int, entry: Buffered) -> None:
-        if self.sealed(session_epoch):
-            raise MwpError(
-                ErrorCode.WORK_LEASE_EXPIRED,
-                f"the runtime reconnected under Session {self._sealed_below}: "
-                f"Session {session_epoch}'s lease is over",
-            )
-        self._entries.append((session_epoch, entry))
-
-    def sealed(self, session_epoch: int) -> bool:
-        return session_epoch < self._sealed_below
-
-    def drain(self, session_epoch: int) -> list[Buffered]:
-        """Everything buffered before ``session_epoch``, in order; those Sessions are sealed."""
-        self._sealed_below = max(self._sealed_below, session_epoch)
-        taken = [entry for epoch, entry in self._entries if epoch < session_epoch]
-        self._entries = [(e, entry) for e, entry in self._entries if e >= session_epoch]
-        return taken
-
-    def put_back(self, entries: list[Buffered]) -> None:
-        """Entries a reconciliation could not send (the new link was lost too): first again."""
-        self._entries[:0] = [(self._sealed_below - 1, entry) for entry in entries]
-
-    def __len__(self) -> int:
-        return len(self._entries)

@@ -23,7 +23,8 @@ from mwp.agent import (
     Submission,
 )
 from mwp.agent.execution import LeasedExecution, LeaseLost
-from mwp.agent.offline import Buffered, Disconnected, OfflineBuffer
+from mwp.agent.offline import Disconnected
+from mwp.agent.offline_buffer import Buffered, OfflineBuffer
 from mwp.client import Identity
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.clock import plus_seconds
@@ -276,3 +277,28 @@ def test_the_buffer_is_sealed_against_older_sessions_on_reconnect() -> None:
 def test_a_tool_is_irreversible_unless_declared_reversible() -> None:
     agent = indexer([])
     assert agent.tools["rank"].reversible and not agent.tools["email"].reversible
+
+
+def test_with_a_journal_the_buffer_outlives_its_process(tmp_path: Path) -> None:
+    """A runtime that died offline: the next one, on the same store, drains what the dead one
+    buffered (in order, its states included), and nothing once it is decided."""
+    store = FolderObjectStore(tmp_path)
+    dead = OfflineBuffer(store)
+    first, second = Buffered({"kind": "a"}, b'{"n":1}'), Buffered({"kind": "b"})
+    dead.keep(3, first)
+    dead.keep(3, second)
+    restarted = OfflineBuffer(store)
+    drained = restarted.drain(4)
+    assert [(e.command, e.checkpoint) for e in drained] == [
+        ({"kind": "a"}, b'{"n":1}'),
+        ({"kind": "b"}, None),
+    ]
+    restarted.decided(drained[0])
+    assert [e.command for e in OfflineBuffer(store).drain(5)] == [{"kind": "b"}]
+    restarted.decided(drained[1])
+    assert OfflineBuffer(store).drain(5) == []
+    # A Session not older than the draining one is not taken.
+    later = OfflineBuffer(store)
+    later.keep(7, Buffered({"kind": "c"}))
+    assert OfflineBuffer(store).drain(7) == []
+    assert [e.command for e in OfflineBuffer(store).drain(8)] == [{"kind": "c"}]
