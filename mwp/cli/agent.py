@@ -102,7 +102,7 @@ def register(subparsers: Any) -> None:
     run.add_argument(
         "--offline-grace",
         metavar="SECONDS",
-        type=int,
+        type=_grace,
         default=DEFAULT_GRACE_SECONDS,
         help="how long a run that lost the gateway may go on with reversible work, buffering "
         f"its checkpoints (0 to {MAX_GRACE_SECONDS}, never past its lease; default "
@@ -330,6 +330,18 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _grace(text: str) -> int:
+    """``--offline-grace``: whole seconds within the Organization policy's bound, refused at
+    parse time (before anything connects)."""
+    try:
+        seconds = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if not 0 <= seconds <= MAX_GRACE_SECONDS:
+        raise argparse.ArgumentTypeError(f"{seconds} is not within 0 to {MAX_GRACE_SECONDS} s")
+    return seconds
+
+
 def _namespace(args: argparse.Namespace) -> str:
     if args.namespace:
         return str(args.namespace)
@@ -345,8 +357,6 @@ def _gateway_settings(args: argparse.Namespace) -> Any:
     artifacts = args.gateway_artifacts
     if artifacts is None and args.gateway == defaults.gateway_url():
         artifacts = defaults.gateway_artifacts_url()  # `mwp dev`'s, wherever its port is
-    if not 0 <= args.offline_grace <= MAX_GRACE_SECONDS:
-        raise SystemExit(f"mwp agent run: --offline-grace is 0 to {MAX_GRACE_SECONDS} seconds")
     return GatewaySettings(args.gateway, ca, artifacts, offline_grace_seconds=args.offline_grace)
 
 
