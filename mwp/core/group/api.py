@@ -50,14 +50,17 @@ class Envelope:
 # six-dimensional resource usage ledger, review records citing Evidence, the signed Approval
 # inside ``mission.approved`` and the Mission rules of issue 15 that came with them), then
 # oversight (issue 14's runaway controls and Cooperation Override Grants, and an archive
-# Command whose snapshot leaves out the Event IDs its sequence range determines).
+# Command whose snapshot leaves out the Event IDs its sequence range determines), then child
+# usage (a child Mission's consumption is charged to its parent Group's ledger as well, in the
+# same decision: child_usage.py).
 RULES_0_1_0 = 1
 RULES_DOOR = 2
 RULES_ARCHIVE = 3
 RULES_CONTEXT = 4
 RULES_LEDGER = 5
 RULES_OVERSIGHT = 6
-CURRENT_RULES = RULES_OVERSIGHT
+RULES_CHILD_USAGE = 7
+CURRENT_RULES = RULES_CHILD_USAGE
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,53 @@ class ChildSettled:
     actor: dict[str, str]  # who settled it (the child's approver, canceller or terminator)
     approval: dict[str, Any] | None = None  # the child Approval, when approved
     reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ChildUsage:
+    """Usage a child Mission is about to record, for its parent Group to charge first."""
+
+    child_mission_id: str
+    # Names the child's decision: a retry of the same charge finds the parent's Event again.
+    charge_id: str
+    delta: dict[str, Any]  # the recorded delta, as the child's Event carries it
+    child_work_item_id: str  # the child Group's WorkItem that consumed it
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "childMissionId": self.child_mission_id,
+            "chargeId": self.charge_id,
+            "delta": self.delta,
+            "childWorkItemId": self.child_work_item_id,
+        }
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> ChildUsage:
+        """KeyError, TypeError or ValueError if ``value`` is not one."""
+        names = ("childMissionId", "chargeId", "childWorkItemId")
+        if set(value) != {*names, "delta"}:
+            raise ValueError("unexpected members")
+        if not all(isinstance(value[n], str) for n in names) or not isinstance(
+            value["delta"], dict
+        ):
+            raise TypeError("a child usage report has string IDs and a delta object")
+        return cls(
+            value["childMissionId"],
+            value["chargeId"],
+            dict(value["delta"]),
+            value["childWorkItemId"],
+        )
+
+
+@dataclass(frozen=True)
+class ChildCharged:
+    """The parent's ``..._recorded`` Event for a child's usage (``duplicate``: charged before)."""
+
+    event_id: str
+    sequence: int
+    duplicate: bool = False
+    # The Outcome to record and mirror; None for a duplicate.
+    outcome: Outcome | None = None
 
 
 @dataclass(frozen=True)

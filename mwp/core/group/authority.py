@@ -12,13 +12,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
-from mwp.core.group import child_mission
+from mwp.core.group import child_mission, child_usage
 from mwp.core.group.admission import Admission, GroupAdmissionLog
 from mwp.core.group.api import (
     RULES_ARCHIVE,
     RULES_DOOR,
     AuthorityContext,
+    ChildCharged,
     ChildSettled,
+    ChildUsage,
     Envelope,
     Outcome,
     Receipt,
@@ -275,6 +277,50 @@ class GroupAuthority:
             correlation_id=mission.mission_id,
             ctx=ctx,
         )
+
+    # --- a child Mission's usage, charged to its parent too (child_usage.py) -------------------
+
+    def upward_charge(self, envelope: Envelope, ctx: AuthorityContext) -> ChildUsage | None:
+        """The usage this Command would record that this child Group's parent must charge
+        before ``submit`` applies it; None when there is none (or the Command is a retry).
+        Raises :class:`MwpError` as ``check`` does; changes nothing."""
+        decision, _ = _guarded(lambda: self._decide(envelope, ctx))
+        if not isinstance(decision, Accepted):
+            return None
+        cmd = decision.cmd
+        return child_usage.upward(self._state, decision.drafts, ctx, cmd.actor_id, cmd.action_id)
+
+    def relayed_charge(self, usage: ChildUsage, ctx: AuthorityContext) -> ChildUsage | None:
+        """What this Group's own parent must charge before ``charge_child(usage)`` applies:
+        the same usage, for the WorkItem waiting here; None at the root (or for a retry)."""
+        if child_usage.prior_charge(self._state, usage) is not None:
+            return None
+        drafts = Drafts(self._state.sequence + 1)
+        _guarded(lambda: child_usage.decide_child_usage(self._state, usage, ctx, drafts))
+        return child_usage.upward(
+            self._state, drafts, ctx, "child", usage.child_mission_id, usage.charge_id
+        )
+
+    def charge_child(self, usage: ChildUsage, ctx: AuthorityContext) -> ChildCharged:
+        """Charge a child Mission's usage to the WorkItem waiting for it and its ancestry, or
+        raise :class:`MwpError` with nothing changed; a retry finds the Event recorded before."""
+        prior = child_usage.prior_charge(self._state, usage)
+        if prior is not None:
+            return ChildCharged(prior["eventId"], prior["sequence"], duplicate=True)
+        drafts = Drafts(self._state.sequence + 1)
+        _guarded(lambda: child_usage.decide_child_usage(self._state, usage, ctx, drafts))
+        (draft,) = drafts.items
+        assert draft.work_item_id is not None
+        outcome = self._record(
+            drafts,
+            # The Organization's ledger policy charges it; the child's Command is in its Group.
+            cause={"type": "policy", "id": usage.charge_id},
+            actor=ctx.authority.to_json(),
+            correlation_id=draft.work_item_id,
+            ctx=ctx,
+        )
+        (event,) = outcome.events
+        return ChildCharged(event["eventId"], event["sequence"], outcome=outcome)
 
     def _record(
         self,

@@ -11,10 +11,10 @@ the charge is atomic. A dimension that would pass the contract budget of the Wor
 any ancestor, or the Mission's limit, refuses the whole Command as ``BUDGET_EXCEEDED``.
 Amounts add as decimals of their JSON text (0.1 + 0.2 is exactly 0.3).
 
-A child Mission charges its own Group only: its limits are a subset of its parent WorkItem's
-contract budget (``child_mission.py``), so what it may consume stays within what the parent
-Group allocated to that item; the parent's ledger does not see the child's usage
-(docs/commands.md says what is and is not charged across Groups).
+A child Mission's limits are a subset of its parent WorkItem's contract budget
+(``child_mission.py``). Before rules ``RULES_CHILD_USAGE`` it charges its own Group only; from
+them on its usage is charged to the parent Group as well, in the same decision
+(``child_usage.py``): the parent's Event names the child in its ``childMission`` member.
 
 Groups deciding under rules older than ``RULES_LEDGER`` refuse the kind as before.
 """
@@ -47,6 +47,7 @@ Json = dict[str, Any]
 RECORD_KIND: Final = "ext.missionweaveprotocol.core.resource_usage_record"
 RECORDED_KIND: Final = "ext.missionweaveprotocol.core.resource_usage_recorded"
 DELTA_MEMBER: Final = "delta"
+CHILD_MEMBER: Final = "childMission"
 FINANCIAL: Final = "financialLimit"
 _CURRENCY = re.compile(r"[A-Z]{3}")
 
@@ -220,15 +221,17 @@ def draft_usage(
     raw_delta: Json,
     drafts: Drafts,
     *,
-    ownership_epoch: int,
-    lease_id: str,
-    session_epoch: int,
+    ownership_epoch: int | None = None,
+    lease_id: str | None = None,
+    session_epoch: int | None = None,
     reconciliation: Json | None = None,
+    child: Json | None = None,
 ) -> None:
     """Draft the ``..._recorded`` Event charging ``raw_delta`` to the item and its whole
     ancestry, or refuse it (``BUDGET_EXCEEDED``, ``INVALID_COMMAND``) with nothing drafted.
     ``reconciliation`` names the Session (and offline window) that reported usage spent
-    under an earlier one (offline_execution.py)."""
+    under an earlier one (offline_execution.py); ``child`` the child Mission whose usage
+    this charges, where no owner or lease of this Group spent it (child_usage.py)."""
     mission = state.mission
     assert mission is not None
     raw, delta, currency = read_delta(raw_delta)
@@ -242,10 +245,16 @@ def draft_usage(
     )
     money = _money(currency, state.usage.get(item.work_item_id, {}), item.contract["budget"])
     money = money or _money(None, state.mission_usage, mission.budget)
-    payload: Json = {
-        "ownershipEpoch": ownership_epoch,
-        "leaseId": lease_id,
-        "sessionEpoch": session_epoch,
+    payload: Json = (
+        {}
+        if child is not None
+        else {
+            "ownershipEpoch": ownership_epoch,
+            "leaseId": lease_id,
+            "sessionEpoch": session_epoch,
+        }
+    )
+    payload |= {
         DELTA_MEMBER: dict(raw),
         "cumulative": own[1]["cumulative"],
         # What the WorkItem may still consume, its ancestry's limits included.
@@ -255,6 +264,8 @@ def draft_usage(
     }
     if reconciliation is not None:
         payload["reconciliation"] = reconciliation
+    if child is not None:
+        payload[CHILD_MEMBER] = child
     drafts.add(
         RECORDED_KIND, ("work_item", item.work_item_id), payload, work_item_id=item.work_item_id
     )
@@ -268,6 +279,13 @@ def _evolve_recorded(state: GroupState, event: Json) -> None:
     for line in payload["ancestry"]:
         state.usage[line["workItemId"]] = line["cumulative"]
     state.mission_usage = payload["mission"]["cumulative"]
+    child = payload.get(CHILD_MEMBER)
+    if child is not None:  # the last charge of each child, for its retry (child_usage.py)
+        state.child_charges[child["missionId"]] = {
+            "chargeId": child["chargeId"],
+            "eventId": event["eventId"],
+            "sequence": event["sequence"],
+        }
 
 
 RULES = (

@@ -699,6 +699,9 @@ class GroupState:
     rates: dict[str, list[int]] = field(default_factory=dict)
     # Cooperation Override Grants by ID, as granted, with ``consumedByEventId`` once used.
     override_grants: dict[str, Json] = field(default_factory=dict)
+    # The last charge of each child Mission's usage (child_usage.py): child Mission ID ->
+    # {chargeId, eventId, sequence}.
+    child_charges: dict[str, Json] = field(default_factory=dict)
     # Derived, not snapshotted: the budget allocated to WorkItems that are not cancelled.
     allocated: dict[str, Decimal] = field(default_factory=dict)
     # Not snapshotted: the full records of items settled since the holder last took them
@@ -750,6 +753,7 @@ class GroupState:
                 else None,
                 "rates": self.rates or None,
                 "overrideGrants": list(self.override_grants.values()) or None,
+                "childCharges": self.child_charges or None,
             }
         )
 
@@ -788,6 +792,7 @@ class GroupState:
             mission_usage=data.get("usage", {}).get("mission", {}),
             rates={k: list(v) for k, v in data.get("rates", {}).items()},
             override_grants={g["grantId"]: dict(g) for g in data.get("overrideGrants", [])},
+            child_charges={k: dict(v) for k, v in data.get("childCharges", {}).items()},
         )
         budgets = [item.contract["budget"] for item in state.work_items.values()]
         budgets += [item.budget for item in state.settled.values() if item.state != "cancelled"]
