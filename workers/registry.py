@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mwp.activities.parent_charge import charge_parent
 from mwp.workflows.agent import AgentWorkflow
 from mwp.workflows.mission import MissionWorkflow
 from mwp.workflows.organization import OrganizationRegistryWorkflow
@@ -18,7 +19,7 @@ from mwp.workflows.work_item import WorkItemWorkflow
 WORKFLOWS: Sequence[type] = (OrganizationRegistryWorkflow, MissionWorkflow, WorkItemWorkflow)
 
 # Activity functions on the authority task queue.
-ACTIVITIES: Sequence[Callable[..., Any]] = ()
+ACTIVITIES: Sequence[Callable[..., Any]] = (charge_parent,)
 
 # The workflow an agent worker hosts on the agent's own task queue (with its activities,
 # ``mwp.workers.agent``).

@@ -39,9 +39,10 @@ from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlrea
 
 from mwp.activities.evidence import SIGN_EVIDENCE, EvidenceSigningRequest
 from mwp.contracts.command_size import check_command_size
-from mwp.contracts.errors import to_application_error
+from mwp.contracts.errors import from_temporal_failure, to_application_error
 from mwp.contracts.messages import (
     CHILD_SETTLED,
+    CHILD_USAGE,
     MISSION_APPROVED,
     PARENT_CLOSED,
     REGISTRY_NOTICE,
@@ -56,6 +57,7 @@ from mwp.contracts.messages import (
 from mwp.contracts.metrics import CommandMetrics
 from mwp.contracts.mission import (
     ARCHIVE_GROUP,
+    CHARGE_PARENT,
     CLOSED_RETENTION_SECONDS,
     DETAILS_ROWS,
     MIRROR_BATCH_BYTES,
@@ -78,10 +80,12 @@ from mwp.contracts.mission import (
     SIGNAL_TIMER_FIRED,
     SNAPSHOT_CAPACITY,
     SUMMARY_CHARS,
+    UPDATE_CHILD_USAGE,
     UPDATE_COMMAND,
     ArchiveRequest,
     MirrorBatch,
     MissionInput,
+    ParentCharge,
     TimerReport,
     mission_workflow_id,
 )
@@ -105,12 +109,14 @@ from mwp.core.group import GroupAuthority
 from mwp.core.group.api import (
     RULES_0_1_0,
     RULES_ARCHIVE,
+    RULES_CHILD_USAGE,
     RULES_CONTEXT,
     RULES_DOOR,
     RULES_LEDGER,
     RULES_OVERSIGHT,
     AuthorityContext,
     ChildSettled,
+    ChildUsage,
     Envelope,
     Outcome,
     TimerFired,
@@ -238,8 +244,16 @@ class MissionWorkflow:
         # Runaway controls, override grants, compact archive Commands, and archiving a closed
         # Group at the end of its retention window, in every run started after them.
         self._oversight = self._ledger and workflow.patched(patches.MISSION_OVERSIGHT.id)
+        # A child Mission's usage is charged to its parent Group before the child records it,
+        # in every run started after it. Meanwhile the Group changes in no other way: its
+        # Commands and its parent's charges are decided one at a time (``_deciding``), and
+        # the run loop records nothing while one waits for the parent (``_has_inbox``).
+        self._child_usage = self._oversight and workflow.patched(patches.MISSION_CHILD_USAGE.id)
+        self._deciding = asyncio.Lock()
         self._rules = (
-            RULES_OVERSIGHT
+            RULES_CHILD_USAGE
+            if self._child_usage
+            else RULES_OVERSIGHT
             if self._oversight
             else RULES_LEDGER
             if self._ledger
@@ -342,6 +356,8 @@ class MissionWorkflow:
                 workflow.continue_as_new(self._next_input())
 
     def _has_inbox(self) -> bool:
+        if self._deciding.locked():
+            return False  # a decision waits for the parent Group: it decides on this state
         return bool(
             self._pending_timers
             or self._child_outcomes
@@ -572,6 +588,14 @@ class MissionWorkflow:
                 lambda: self._registry.notice is not None or self._registry_unreachable
             )
         admitted, self._admitted = self._admitted, None
+        if not self._child_usage:
+            return await self._decide_command(wire, admitted)
+        async with self._deciding:
+            return await self._decide_command(wire, admitted)
+
+    async def _decide_command(
+        self, wire: str, admitted: tuple[str, int, Envelope] | None
+    ) -> dict[str, Any]:
         if admitted is not None and admitted[:2] == (wire, self._registry.revision):
             envelope, context = admitted[2], self._context()
         else:  # no validator ran (replay), or it ran before the Registry evidence arrived
@@ -579,6 +603,8 @@ class MissionWorkflow:
         self._revoke_replaced_sessions()  # before anything is decided under a new Session
         if self._ledger and envelope.command.get("kind") == "mission.terminate":
             context = await self._sign_failure_evidence(envelope, context)
+        if self._child_usage:
+            await self._charge_parent_first(envelope, context)
         try:
             outcome = self._authority.submit(envelope, context)
         except MwpError as exc:
@@ -593,6 +619,54 @@ class MissionWorkflow:
             "events": list(outcome.events),
             "duplicate": outcome.duplicate,
         }
+
+    async def _charge_parent_first(self, envelope: Envelope, context: AuthorityContext) -> None:
+        """MISSION_CHILD_USAGE: the usage this Command records in a child Mission, charged to
+        the parent Group first (child_usage.py); its refusal refuses the Command. The Command
+        is then decided under the same ``context``, on the same state."""
+        try:
+            usage = self._authority.upward_charge(envelope, context)
+        except MwpError as exc:
+            raise self._refused(exc, context.now) from None
+        if usage is not None:
+            await self._ask_parent(usage, context, envelope.command.get("actionId"))
+
+    async def _ask_parent(
+        self, usage: ChildUsage, context: AuthorityContext, action_id: Any = None
+    ) -> None:
+        parent = self._authority.mission_parent()
+        assert parent is not None
+        target = mission_workflow_id(parent["missionId"])
+        sealed = await self._seal(CHILD_USAGE, target, usage.to_json())
+        try:
+            await workflow.execute_activity(
+                CHARGE_PARENT,
+                ParentCharge(target, sealed),
+                result_type=dict,
+                start_to_close_timeout=timedelta(seconds=30),
+                schedule_to_close_timeout=timedelta(minutes=2),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(milliseconds=100),
+                    maximum_interval=timedelta(seconds=2),
+                ),
+                summary=f"charge the parent Group for {usage.child_work_item_id}",
+            )
+        except ActivityError as exc:
+            remote = from_temporal_failure(exc)
+            error = MwpError(
+                remote.code if remote is not None else ErrorCode.INTERNAL_ERROR,
+                remote.message
+                if remote is not None
+                else "the parent Group could not be asked to charge this usage",
+                retryable=remote.retryable if remote is not None else True,
+                action_id=action_id if isinstance(action_id, str) else None,
+                group_id=self._authority.group_id,
+                # Which Group refused: the level the details name is the parent's.
+                details={**(remote.details or {}), "parentMissionId": parent["missionId"]}
+                if remote is not None
+                else {"parentMissionId": parent["missionId"]},
+            )
+            raise self._refused(error, context.now) from None
 
     async def _sign_failure_evidence(
         self, envelope: Envelope, context: AuthorityContext
@@ -1041,6 +1115,69 @@ class MissionWorkflow:
             self._refuse(CHILD_SETTLED, "malformed")
             return
         self._child_outcomes.append(outcome)
+
+    @workflow.update(name=UPDATE_CHILD_USAGE)
+    async def child_usage(self, sealed: Any) -> dict[str, Any]:
+        """A child Mission's usage, charged to the WorkItem waiting for it and its ancestry
+        (this Group's own parent first, if it has one), or refused with nothing recorded."""
+        await workflow.wait_condition(lambda: self._trusted is not None)
+        usage = self._open_child_usage(sealed)
+        async with self._deciding:
+            context = self._context()
+            try:
+                relayed = self._authority.relayed_charge(usage, context)
+            except MwpError as exc:
+                raise self._refused(exc, context.now) from None
+            if relayed is not None:
+                await self._ask_parent(relayed, context)
+            try:
+                charged = self._authority.charge_child(usage, context)
+            except MwpError as exc:
+                raise self._refused(exc, context.now) from None
+            if charged.outcome is not None:
+                self._after_accept(charged.outcome)
+            return {
+                "eventId": charged.event_id,
+                "sequence": charged.sequence,
+                "duplicate": charged.duplicate,
+            }
+
+    @child_usage.validator
+    def _validate_child_usage(self, sealed: Any) -> None:
+        # Refused here, a forged or untimely request never enters this workflow's history.
+        if not self._child_usage:
+            raise self._refused(
+                MwpError(ErrorCode.INVALID_COMMAND, "this Group does not charge child usage yet")
+            )
+        if self._ending or self._rolling_over or self._trusted is None:
+            raise self._refused(
+                MwpError(ErrorCode.BACKPRESSURE, "the Group is not deciding", retry_after_ms=100)
+            )
+        self._open_child_usage(sealed)
+
+    def _open_child_usage(self, sealed: Any) -> ChildUsage:
+        """The request a child sealed for this workflow, or the Update's typed refusal."""
+        assert self._trusted is not None
+        me = workflow.info().workflow_id
+        try:
+            opened = open_sealed(sealed, self._trusted, message_type=CHILD_USAGE, recipient=me)
+            usage = ChildUsage.from_json(opened.body)
+            if opened.sender != mission_workflow_id(usage.child_mission_id):
+                raise MessageRefusedError("wrong-sender")
+        except MessageRefusedError as exc:
+            raise self._refused(
+                MwpError(
+                    ErrorCode.AUTH_INVALID_SIGNATURE,
+                    "not a child-usage request sealed by this Organization's Group Authority "
+                    "for this Mission",
+                    details={"reason": exc.reason},
+                )
+            ) from None
+        except (KeyError, TypeError, ValueError):
+            raise self._refused(
+                MwpError(ErrorCode.INVALID_COMMAND, "a malformed child-usage request")
+            ) from None
+        return usage
 
     @workflow.signal(name=SIGNAL_PARENT_CLOSED)
     def parent_closed(self, closure: Any) -> None:

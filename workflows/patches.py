@@ -128,6 +128,17 @@ MISSION_OVERSIGHT = Patch(
     "test_a_closed_group_archives_itself_when_its_retention_window_ends",
 )
 
+MISSION_CHILD_USAGE = Patch(
+    "mission-child-usage",
+    "2026-12-02",
+    "MissionWorkflow",
+    "Commands are decided under the child usage rules (AuthorityContext.rules, "
+    "RULES_CHILD_USAGE), one at a time: a child Mission's usage is charged to its parent Group "
+    "(the child_usage Update, through the charge_parent activity) before the child records it",
+    shown_by="tests/integration/test_child_usage.py::"
+    "test_a_child_missions_usage_is_charged_to_its_parent_or_refused_in_both",
+)
+
 # Oldest first.
 PATCHES: tuple[Patch, ...] = (
     MISSION_SEALED_MESSAGES,
@@ -139,4 +150,5 @@ PATCHES: tuple[Patch, ...] = (
     MISSION_CONTEXT_PACKAGES,
     MISSION_LEDGER,
     MISSION_OVERSIGHT,
+    MISSION_CHILD_USAGE,
 )

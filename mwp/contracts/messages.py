@@ -24,6 +24,7 @@ REGISTRY_UNSUBSCRIBE = "registry-unsubscribe"
 MISSION_APPROVED = "mission-approved"  # a root Mission -> its registry
 CHILD_SETTLED = "child-settled"  # a child Mission -> its parent
 PARENT_CLOSED = "parent-closed"  # a parent Mission -> a child it abandoned
+CHILD_USAGE = "child-usage"  # a child Mission -> its parent, before it records usage
 WORK_ITEM_TRANSITION = "work-item-transition"  # a Mission -> a WorkItem child
 
 # The local activities (activities/seal.py), run by the authority worker.

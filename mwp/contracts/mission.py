@@ -24,6 +24,10 @@ QUERY_EVENTS_THIS_RUN = "events_this_run"
 QUERY_RUN_NUMBER = "run_number"
 QUERY_REFUSED_MESSAGES = "refused_messages"  # what the workflow refused of the signals sent to it
 QUERY_MIRRORED_THROUGH = "mirrored_through"
+# A child Mission's usage for its parent Group to charge first (sealed, child_usage.py): the
+# only Update one workflow sends another, through the ``charge_parent`` activity.
+UPDATE_CHILD_USAGE = "child_usage"
+CHARGE_PARENT = "charge_parent"  # the activity (mwp.activities.parent_charge)
 # From its WorkItem children, and between parent and child Missions.
 SIGNAL_TIMER_FIRED = "timer_fired"
 SIGNAL_CHILD_SETTLED = "child_settled"
@@ -132,3 +136,11 @@ MISSION_TASK_TIMEOUT = timedelta(seconds=60)
 
 def mission_workflow_id(mission_id: str) -> str:
     return f"mwp-mission/{mission_id}"
+
+
+@dataclass
+class ParentCharge:
+    """The ``charge_parent`` activity's input."""
+
+    parent_workflow_id: str
+    sealed: dict[str, Any]  # the child-usage message, sealed for the parent

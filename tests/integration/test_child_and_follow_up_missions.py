@@ -31,8 +31,11 @@ from tests.integration.test_workflow_replay import _histories
 ITEM_BUDGET = {"currency": "USD", "financialLimit": 10, "toolCallLimit": 100}
 
 
-async def _promote(rig: MissionRig, item: WorkItemRef) -> tuple[MissionRig, dict[str, Any]]:
-    """The parent Coordinator promotes ``item``; a rig for the child Mission, once it runs."""
+async def _promote(
+    rig: MissionRig, item: WorkItemRef, budget: dict[str, Any] | None = None
+) -> tuple[MissionRig, dict[str, Any]]:
+    """The parent Coordinator promotes ``item`` (the child's ``budget`` defaults to the
+    item's); a rig for the child Mission, once it runs."""
     crew = rig.crew
     child_coordinator = crew.spares[0]
     child, result = await rig.mission.create_child(
@@ -42,7 +45,7 @@ async def _promote(rig: MissionRig, item: WorkItemRef) -> tuple[MissionRig, dict
         objective="Check the report's figures",
         child_coordinator_agent_id=child_coordinator.principal.id,
         definition_of_done=definition_of_done("The figures are checked."),
-        budget=ITEM_BUDGET,
+        budget=budget or ITEM_BUDGET,
         deadline=in_seconds(80_000),
     )
     rig.log.extend(result["events"])
