@@ -25,6 +25,8 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from mwp.contracts.mission import CHARGE_PARENT
+from mwp.contracts.mission import UPDATE_CHILD_USAGE as UPDATE
 from tests.histories import HISTORIES
 
 # Recording needs these to run (their workflows), not to pass.
@@ -35,6 +37,9 @@ SOURCES = (
     "tests/integration/test_organization_registry.py::test_continue_as_new_keeps_the_whole_state",
     # Missions that complete after their retention window, WorkItems that end Failed, Cancelled.
     "tests/integration/test_mission_completion.py",
+    # A child Mission's usage charged to its parent (from 0.6.0: the charge_parent activity
+    # in the child, the child_usage Update in the parent).
+    "tests/integration/test_child_usage.py",
 )
 EXPORT_FILE = "export.jsonl"
 
@@ -80,6 +85,11 @@ def _event_types(run: Run) -> list[str]:
 def _has(run: Run, *event_types: str) -> bool:
     kinds = set(_event_types(run))
     return all(any(k.endswith(t) for k in kinds) for t in event_types)
+
+
+def _mentions(run: Run, text: str) -> bool:
+    """Whether a name (an activity type, an Update name) appears in the run's history."""
+    return f'"{text}"' in json.dumps(run["history"])
 
 
 def _started(run: Run) -> dict[str, Any]:
@@ -148,6 +158,10 @@ def select(runs: Iterable[Run]) -> dict[str, Run]:
     for status in ("FAILED", "CANCELED"):
         if ended := _ended(of_type("WorkItemWorkflow"), status):
             keep(f"work-item-{status.lower()}", ended)
+    # Shapes only releases from 0.6.0 on can record.
+    for name, text in (("mission-charging-parent", CHARGE_PARENT), ("mission-charged", UPDATE)):
+        if found := [c for c in of_type("MissionWorkflow") if any(_mentions(r, text) for r in c)]:
+            keep(name, max(found, key=lambda c: sum(len(_event_types(r)) for r in c)))
     keep("registry-continued", longest("OrganizationRegistryWorkflow", lambda c: len(c) >= 2))
     keep("registry-of-missions", longest("OrganizationRegistryWorkflow", lambda c: len(c) == 1))
     keep("agent-rollover", longest("AgentWorkflow", lambda c: len(c) >= 2))
