@@ -88,6 +88,9 @@ class AuthorityContext:
     signed_evidence: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     # Organization cooperation policy: the runaway controls' limits (from ``RULES_OVERSIGHT``).
     cooperation_limits: CooperationLimits = field(default_factory=CooperationLimits)
+    # The parent Group's answer to this decision's charge (child_usage.py): ``{missionId,
+    # eventId, remaining}``; the usage Event cites it and what it leaves caps this Group.
+    parent_charge: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -210,9 +213,21 @@ class ChildCharged:
 
     event_id: str
     sequence: int
+    # What the waiting WorkItem may still consume after it (its ancestry's limits included).
+    remaining: dict[str, Any]
     duplicate: bool = False
     # The Outcome to record and mirror; None for a duplicate.
     outcome: Outcome | None = None
+
+    def answer(self, mission_id: str) -> dict[str, Any]:
+        """What the parent tells the child (the child's ``AuthorityContext.parent_charge``)."""
+        return {
+            "missionId": mission_id,
+            "eventId": self.event_id,
+            "sequence": self.sequence,
+            "remaining": self.remaining,
+            "duplicate": self.duplicate,
+        }
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,7 @@ class GroupAuthority:
                 cmd.action_id, cmd.actor_id, cmd.signing_hash, self._state.group_id, decision.entry
             )
             return Outcome(receipt, (), duplicate=True)
+        child_usage.cite_parent(decision.drafts, ctx)
         group_id = self._state.group_id or cmd.group_id or ""
         events = self._apply(
             decision.drafts,
@@ -306,9 +307,12 @@ class GroupAuthority:
         raise :class:`MwpError` with nothing changed; a retry finds the Event recorded before."""
         prior = child_usage.prior_charge(self._state, usage)
         if prior is not None:
-            return ChildCharged(prior["eventId"], prior["sequence"], duplicate=True)
+            return ChildCharged(
+                prior["eventId"], prior["sequence"], prior["remaining"], duplicate=True
+            )
         drafts = Drafts(self._state.sequence + 1)
         _guarded(lambda: child_usage.decide_child_usage(self._state, usage, ctx, drafts))
+        child_usage.cite_parent(drafts, ctx)
         (draft,) = drafts.items
         assert draft.work_item_id is not None
         outcome = self._record(
@@ -320,7 +324,8 @@ class GroupAuthority:
             ctx=ctx,
         )
         (event,) = outcome.events
-        return ChildCharged(event["eventId"], event["sequence"], outcome=outcome)
+        remaining = event["payload"]["remaining"]
+        return ChildCharged(event["eventId"], event["sequence"], remaining, outcome=outcome)
 
     def _record(
         self,

@@ -92,4 +92,5 @@ def item_remaining(state: GroupState, work_item_id: str) -> dict[str, Decimal]:
             for i in ancestry(state, work_item_id)
         ),
         left(mission.budget, state.mission_usage),
+        allocation(state.parent_remaining),  # a child Mission: what its parent Group left
     )

@@ -14,7 +14,10 @@ the shells make the charge one transition across Groups in three steps:
    ``INVALID_STATE_TRANSITION`` once no item waits for the child) and records nothing. A parent
    that is itself a child asks its own parent first, the same way.
 3. Only then does the child apply its Command, under the same clock and state it decided on:
-   the child's shell lets nothing else change its Group in between.
+   the child's shell lets nothing else change its Group in between. Its Event cites the
+   parent's (``parentCharge``: the parent Mission, its Event and what it leaves), and what the
+   parent leaves caps what this Group's WorkItems may still consume (``budget.item_remaining``),
+   so a capability token is capped by the whole ancestry.
 
 A retry of a charge (the child's shell retrying its request) finds the Event recorded before.
 A child has at most one charge in flight, so the parent keeps only the last one per child.
@@ -25,12 +28,19 @@ from __future__ import annotations
 from typing import Any
 
 from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.group.allocation import allocation, figures
 from mwp.core.group.api import RULES_CHILD_USAGE, AuthorityContext, ChildUsage
+from mwp.core.group.budget import least
 from mwp.core.group.child_mission import child_item
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.ids import derive_id
 from mwp.core.group.rejection import reject
-from mwp.core.group.resource_usage import DELTA_MEMBER, RECORDED_KIND, draft_usage
+from mwp.core.group.resource_usage import (
+    DELTA_MEMBER,
+    PARENT_MEMBER,
+    RECORDED_KIND,
+    draft_usage,
+)
 from mwp.core.group.state import GroupState
 
 Json = dict[str, Any]
@@ -58,6 +68,24 @@ def upward(
         delta=dict(draft.payload[DELTA_MEMBER]),
         child_work_item_id=draft.work_item_id,
     )
+
+
+def cite_parent(drafts: Drafts, ctx: AuthorityContext) -> None:
+    """The usage draft cites the parent's answer, and its ``remaining`` is capped by it."""
+    answer = ctx.parent_charge
+    if answer is None:
+        return
+    for draft in drafts.items:
+        if draft.kind == RECORDED_KIND:
+            payload = draft.payload
+            capped = least(allocation(payload["remaining"]), allocation(answer["remaining"]))
+            currency = payload["remaining"].get("currency") or answer["remaining"].get("currency")
+            payload["remaining"] = figures(capped, currency)
+            payload[PARENT_MEMBER] = {
+                "missionId": answer["missionId"],
+                "eventId": answer["eventId"],
+                "remaining": answer["remaining"],
+            }
 
 
 def prior_charge(state: GroupState, usage: ChildUsage) -> Json | None:

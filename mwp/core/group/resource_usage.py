@@ -48,6 +48,7 @@ RECORD_KIND: Final = "ext.missionweaveprotocol.core.resource_usage_record"
 RECORDED_KIND: Final = "ext.missionweaveprotocol.core.resource_usage_recorded"
 DELTA_MEMBER: Final = "delta"
 CHILD_MEMBER: Final = "childMission"
+PARENT_MEMBER: Final = "parentCharge"
 FINANCIAL: Final = "financialLimit"
 _CURRENCY = re.compile(r"[A-Z]{3}")
 
@@ -258,7 +259,10 @@ def draft_usage(
         DELTA_MEMBER: dict(raw),
         "cumulative": own[1]["cumulative"],
         # What the WorkItem may still consume, its ancestry's limits included.
-        "remaining": figures(least(own[2], *(p[2] for p in parents), top_left), money),
+        "remaining": figures(
+            least(own[2], *(p[2] for p in parents), top_left, allocation(state.parent_remaining)),
+            money,
+        ),
         "ancestry": [{"workItemId": i, **line} for i, line, _ in parents],
         "mission": {"missionId": mission.mission_id, **top},
     }
@@ -285,7 +289,11 @@ def _evolve_recorded(state: GroupState, event: Json) -> None:
             "chargeId": child["chargeId"],
             "eventId": event["eventId"],
             "sequence": event["sequence"],
+            "remaining": payload["remaining"],
         }
+    parent = payload.get(PARENT_MEMBER)
+    if parent is not None:  # what the parent Group left, as of its last charge
+        state.parent_remaining = parent["remaining"]
 
 
 RULES = (

@@ -702,6 +702,9 @@ class GroupState:
     # The last charge of each child Mission's usage (child_usage.py): child Mission ID ->
     # {chargeId, eventId, sequence}.
     child_charges: dict[str, Json] = field(default_factory=dict)
+    # A child Mission's: what the parent Group said the waiting WorkItem had left after its
+    # last charge (budget-shaped; child_usage.py).
+    parent_remaining: Json = field(default_factory=dict)
     # Derived, not snapshotted: the budget allocated to WorkItems that are not cancelled.
     allocated: dict[str, Decimal] = field(default_factory=dict)
     # Not snapshotted: the full records of items settled since the holder last took them
@@ -754,6 +757,7 @@ class GroupState:
                 "rates": self.rates or None,
                 "overrideGrants": list(self.override_grants.values()) or None,
                 "childCharges": self.child_charges or None,
+                "parentRemaining": self.parent_remaining or None,
             }
         )
 
@@ -793,6 +797,7 @@ class GroupState:
             rates={k: list(v) for k, v in data.get("rates", {}).items()},
             override_grants={g["grantId"]: dict(g) for g in data.get("overrideGrants", [])},
             child_charges={k: dict(v) for k, v in data.get("childCharges", {}).items()},
+            parent_remaining=dict(data.get("parentRemaining", {})),
         )
         budgets = [item.contract["budget"] for item in state.work_items.values()]
         budgets += [item.budget for item in state.settled.values() if item.state != "cancelled"]

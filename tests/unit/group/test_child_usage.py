@@ -4,6 +4,7 @@ one overflow anywhere changes nothing in either Group."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -79,6 +80,7 @@ class Family:
         c.now = p.now
         founded = c.authority.found_child(link, c.ctx())
         assert founded is not None
+        self.founding = list(founded.events)
         c.submit(COORD2, "membership.change", {"memberId": W1.id, "role": "worker"})
         c.submit(
             COORD2,
@@ -116,7 +118,13 @@ class Family:
         (parent_event,) = charged.outcome.events
         assert_valid_event(parent_event)
         self.parent.events.extend(charged.outcome.events)
-        return parent_event, self.child.send(command)
+        answer = charged.answer(self.parent.authority.mission_id)
+        context = replace(self.child.ctx(), parent_charge=answer)
+        outcome = self.child.authority.submit(envelope, context)
+        for event in outcome.events:
+            assert_valid_event(event)
+        self.child.events.extend(outcome.events)
+        return parent_event, outcome
 
 
 def test_given_a_child_item_records_usage_then_the_parent_item_and_mission_are_charged() -> None:
@@ -143,10 +151,31 @@ def test_given_a_child_item_records_usage_then_the_parent_item_and_mission_are_c
             "chargeId": payload["childMission"]["chargeId"],
             "eventId": parent_event["eventId"],
             "sequence": parent_event["sequence"],
+            "remaining": payload["remaining"],
         }
     }
     assert _state(replay(f.parent.events).snapshot()) == _state(live)
     assert GroupAuthority.restore(live).snapshot() == live
+
+
+def test_the_child_event_cites_the_parent_charge_and_what_it_leaves_caps_the_child() -> None:
+    f = Family()  # the child limits 400 model tokens and no tool calls; the parent item 10
+
+    _, outcome = f.record({"toolCallLimit": 6, "modelTokenLimit": 100})
+
+    (event,) = outcome.events
+    cited = event["payload"]["parentCharge"]
+    assert cited["missionId"] == f.parent.authority.mission_id
+    assert cited["eventId"] == f.parent.events[-1]["eventId"]
+    assert cited["remaining"]["toolCallLimit"] == 4
+    assert event["payload"]["remaining"]["toolCallLimit"] == 4  # the parent's cap
+    assert event["payload"]["remaining"]["modelTokenLimit"] == 300  # the child's own
+    view = f.child.view(CHILD_ITEM)
+    assert view["resourceUsage"]["remaining"]["toolCallLimit"] == 4
+    # The cap survives restore and replay of the child Group.
+    live = f.child.authority.snapshot()
+    assert GroupAuthority.restore(live).snapshot() == live
+    assert _state(replay(f.founding + f.child.events).snapshot()) == _state(live)
 
 
 def test_usage_adds_up_across_groups_and_what_the_parent_item_has_left_binds_the_child() -> None:
