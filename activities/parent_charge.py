@@ -24,7 +24,7 @@ from mwp.core.errors import ErrorCode
 
 @activity.defn(name=CHARGE_PARENT)
 async def charge_parent(request: ParentCharge) -> dict[str, Any]:
-    """The parent's ``{eventId, sequence, duplicate}`` for the charge, or its refusal."""
+    """The parent's answer (``ChildCharged.answer``) to the charge, or its refusal."""
     handle = activity.client().get_workflow_handle(request.parent_workflow_id)
     try:
         answer: dict[str, Any] = await handle.execute_update(

@@ -604,7 +604,7 @@ class MissionWorkflow:
         if self._ledger and envelope.command.get("kind") == "mission.terminate":
             context = await self._sign_failure_evidence(envelope, context)
         if self._child_usage:
-            await self._charge_parent_first(envelope, context)
+            context = await self._charge_parent_first(envelope, context)
         try:
             outcome = self._authority.submit(envelope, context)
         except MwpError as exc:
@@ -620,26 +620,32 @@ class MissionWorkflow:
             "duplicate": outcome.duplicate,
         }
 
-    async def _charge_parent_first(self, envelope: Envelope, context: AuthorityContext) -> None:
+    async def _charge_parent_first(
+        self, envelope: Envelope, context: AuthorityContext
+    ) -> AuthorityContext:
         """MISSION_CHILD_USAGE: the usage this Command records in a child Mission, charged to
         the parent Group first (child_usage.py); its refusal refuses the Command. The Command
-        is then decided under the same ``context``, on the same state."""
+        is then decided under the same ``context``, on the same state, citing the charge."""
         try:
             usage = self._authority.upward_charge(envelope, context)
         except MwpError as exc:
             raise self._refused(exc, context.now) from None
-        if usage is not None:
-            await self._ask_parent(usage, context, envelope.command.get("actionId"))
+        if usage is None:
+            return context
+        answer = await self._ask_parent(usage, context, envelope.command.get("actionId"))
+        return replace(context, parent_charge=answer)
 
     async def _ask_parent(
         self, usage: ChildUsage, context: AuthorityContext, action_id: Any = None
-    ) -> None:
+    ) -> dict[str, Any]:
+        """The parent Group's answer to ``usage`` (``ChildCharged.answer``), or the refusal
+        of the decision waiting for it."""
         parent = self._authority.mission_parent()
         assert parent is not None
         target = mission_workflow_id(parent["missionId"])
         sealed = await self._seal(CHILD_USAGE, target, usage.to_json())
         try:
-            await workflow.execute_activity(
+            answer: dict[str, Any] = await workflow.execute_activity(
                 CHARGE_PARENT,
                 ParentCharge(target, sealed),
                 result_type=dict,
@@ -667,6 +673,7 @@ class MissionWorkflow:
                 else {"parentMissionId": parent["missionId"]},
             )
             raise self._refused(error, context.now) from None
+        return answer
 
     async def _sign_failure_evidence(
         self, envelope: Envelope, context: AuthorityContext
@@ -1129,18 +1136,14 @@ class MissionWorkflow:
             except MwpError as exc:
                 raise self._refused(exc, context.now) from None
             if relayed is not None:
-                await self._ask_parent(relayed, context)
+                context = replace(context, parent_charge=await self._ask_parent(relayed, context))
             try:
                 charged = self._authority.charge_child(usage, context)
             except MwpError as exc:
                 raise self._refused(exc, context.now) from None
             if charged.outcome is not None:
                 self._after_accept(charged.outcome)
-            return {
-                "eventId": charged.event_id,
-                "sequence": charged.sequence,
-                "duplicate": charged.duplicate,
-            }
+            return charged.answer(self._authority.mission_id)
 
     @child_usage.validator
     def _validate_child_usage(self, sealed: Any) -> None:

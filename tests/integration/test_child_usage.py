@@ -68,6 +68,9 @@ async def test_a_child_missions_usage_is_charged_to_its_parent_or_refused_in_bot
     charged = {"currency": "USD", "financialLimit": 0.5, "toolCallLimit": 60}
     assert child_event["payload"]["cumulative"] == charged
     (parent_charge,) = _charges(await rig.mission.events_this_run())
+    cited = child_event["payload"]["parentCharge"]
+    assert cited["missionId"] == rig.mission.mission_id
+    assert cited["remaining"] == parent_charge["remaining"]
     assert parent_charge["childMission"]["missionId"] == child.mission.mission_id
     assert parent_charge["childMission"]["workItemId"] == first.work_item_id
     assert parent_charge["delta"] == child_event["payload"]["delta"]
@@ -96,6 +99,10 @@ async def test_a_child_missions_usage_is_charged_to_its_parent_or_refused_in_bot
     )
     view = await rig.mission.work_item(parent_item.work_item_id)
     assert view["resourceUsage"]["cumulative"]["toolCallLimit"] == 100
+    # The child's item has 60 of its own 100 tool calls left, and the parent none: a token
+    # for it is capped at nothing.
+    second_view = await child.mission.work_item(second.work_item_id)
+    assert second_view["resourceUsage"]["remaining"]["toolCallLimit"] == 0
 
     # Anyone else who reaches Temporal is refused at the parent's door, typed, unrecorded.
     handle = mwp_client.temporal.get_workflow_handle(rig.workflow_id)
