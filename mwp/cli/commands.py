@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Callable
 from types import ModuleType
 
-from mwp.cli import agent, conformance, demo, dev, gateway, log, mission, registry
+from mwp.cli import agent, conformance, console, demo, dev, gateway, log, mission, registry
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -21,6 +21,7 @@ Handler = Callable[[argparse.Namespace], int]
 COMMANDS: tuple[ModuleType, ...] = (
     agent,
     conformance,
+    console,
     demo,
     dev,
     gateway,

@@ -11,6 +11,7 @@ ADDRESS_ENV = "MWP_ADDRESS"  # host:port of Temporal's frontend
 UI_PORT_ENV = "MWP_UI_PORT"  # `mwp dev`'s web UI port
 GATEWAY_PORT_ENV = "MWP_GATEWAY_PORT"  # `mwp dev`'s Group gateway (wss://)
 ARTIFACT_PORT_ENV = "MWP_ARTIFACT_PORT"  # and its Artifacts (https://)
+CONSOLE_PORT_ENV = "MWP_CONSOLE_PORT"  # the human Approval console (http://)
 AGENTS_NAMESPACE_ENV = "MWP_AGENTS_NAMESPACE"  # the agents' Temporal namespace
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 DEFAULT_UI_PORT = 8233

@@ -23,7 +23,12 @@ from typing import Any
 
 from mwp.cli import defaults
 from mwp.contracts.metrics import DEFAULT_METRICS_PORT
-from mwp.dev.stack import DEFAULT_AGENTS_NAMESPACE, DEFAULT_ARTIFACT_PORT, DEFAULT_GATEWAY_PORT
+from mwp.dev.stack import (
+    DEFAULT_AGENTS_NAMESPACE,
+    DEFAULT_ARTIFACT_PORT,
+    DEFAULT_CONSOLE_PORT,
+    DEFAULT_GATEWAY_PORT,
+)
 from mwp.workers.observability import add_observability_args
 
 SERVICE_NAME = "mwp-dev"  # OpenTelemetry's service.name of the embedded worker's spans
@@ -78,6 +83,14 @@ def register(subparsers: Any) -> None:
         f"${defaults.ARTIFACT_PORT_ENV}; 0: any)",
     )
     parser.add_argument("--no-gateway", action="store_true", help="do not start the gateway")
+    parser.add_argument(
+        "--console-port",
+        type=int,
+        default=defaults.port_from(defaults.CONSOLE_PORT_ENV, DEFAULT_CONSOLE_PORT),
+        help=f"the human Approval console's http:// port ({DEFAULT_CONSOLE_PORT}, or "
+        f"${defaults.CONSOLE_PORT_ENV}; 0: any free port)",
+    )
+    parser.add_argument("--no-console", action="store_true", help="do not start the console")
     parser.add_argument(
         "--temporal-address",
         metavar="HOST:PORT",
@@ -136,6 +149,7 @@ async def _serve(args: argparse.Namespace, otel_endpoint: str | None = None) -> 
             agents_namespace=args.agents_namespace,
             gateway_port=None if args.no_gateway else args.gateway_port,
             artifact_port=args.artifact_port,
+            console_port=None if args.no_console else args.console_port,
         )
     except StackError as exc:
         print(f"mwp dev: {exc}", file=sys.stderr)

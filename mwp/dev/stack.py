@@ -51,6 +51,7 @@ DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
 DEFAULT_GATEWAY_PORT = 7443
 DEFAULT_ARTIFACT_PORT = 7444
+DEFAULT_CONSOLE_PORT = 7480
 DEFAULT_AGENTS_NAMESPACE = "mwp-agents"
 # Workflow histories of a namespace the stack creates on an existing cluster are kept this long.
 NAMESPACE_RETENTION_DAYS = 3
@@ -191,6 +192,8 @@ class StackConfig:
     # (None: no gateway; 0: any free port).
     gateway_port: int | None = None
     artifact_port: int = DEFAULT_ARTIFACT_PORT
+    # The human Approval console on http://ip:console_port/ (None: none; 0: any free port).
+    console_port: int | None = None
 
     @property
     def log_location(self) -> str:
@@ -325,6 +328,8 @@ class DevStack:
         self._runtime: Any = None  # a temporalio Runtime serving metrics, if configured
         self.gateway: Any = None  # a DeferredGateway once listening
         self._gateway_stack: contextlib.AsyncExitStack | None = None
+        self.console_url: str | None = None  # the Approval console's, once listening
+        self._console_stack: contextlib.AsyncExitStack | None = None
 
     @property
     def address(self) -> str:
@@ -377,12 +382,19 @@ class DevStack:
                 await self._start_worker()
             if self.config.gateway_port is not None:
                 await self._start_gateway()
+            if self.config.console_port is not None:
+                await self._start_console()
         except BaseException:
             await self.stop()
             raise
 
     async def stop(self) -> None:
-        """Gateway, worker (it needs the server to hand back its tasks), then the server."""
+        """Console, gateway, worker (it needs the server to hand back its tasks), then the
+        server."""
+        if self._console_stack is not None:
+            stack, self._console_stack = self._console_stack, None
+            with contextlib.suppress(Exception):
+                await stack.aclose()
         if self._gateway_stack is not None:
             stack, self._gateway_stack = self._gateway_stack, None
             with contextlib.suppress(Exception):
@@ -518,6 +530,33 @@ class DevStack:
             ) from None
         self._gateway_stack = stack
 
+    async def _start_console(self) -> None:
+        from mwp.client import MwpClient
+        from mwp.client.state_dir import StateDirError, organization_id_of
+        from mwp.console.server import Console
+        from mwp.stores.objects import open_store
+
+        def organization() -> str | None:  # read per request: `mwp registry init` may run later
+            try:
+                return organization_id_of(self.config.state_dir)
+            except StateDirError:
+                return None
+
+        store = open_store(self.config.log_location)
+        console = Console(MwpClient(self.client), organization, store)
+        stack = contextlib.AsyncExitStack()
+        try:
+            self.console_url = await stack.enter_async_context(
+                console.listening(self.config.ip, self.config.console_port or 0)
+            )
+        except OSError as exc:
+            await stack.aclose()
+            raise StackError(
+                f"the console cannot listen on {self.config.ip}:{self.config.console_port}: "
+                f"{exc}; choose --console-port (0: any free port)"
+            ) from None
+        self._console_stack = stack
+
     def _organization_gateway(self, context: Any, server_cert: Path) -> Any:
         """The gateway of the state folder's Organization; None until `mwp registry init`."""
         from mwp.client import ClientError, KeyStore, MwpClient
@@ -595,6 +634,8 @@ class DevStack:
             lines.append(f"Gateway CA {self.gateway_ca} (the agents' trust anchor)")
             if self.gateway.gateway is None and self._organization_missing():
                 lines.append("           serves the Organization once `mwp registry init` ran")
+        if self.console_url:
+            lines.append(f"Console    {self.console_url} (human Approval; log in with a key file)")
         return lines
 
     def _organization_missing(self) -> bool:
@@ -795,6 +836,7 @@ def stack_config(
     agents_namespace: str | None = None,
     gateway_port: int | None = None,
     artifact_port: int = DEFAULT_ARTIFACT_PORT,
+    console_port: int | None = None,
 ) -> StackConfig:
     """A :class:`StackConfig` from CLI-style options (``extra``: ``KEY=JSON`` settings)."""
     settings: dict[str, Any] = dict(dynamic_config or {})
@@ -818,4 +860,5 @@ def stack_config(
         agents_namespace=agents_namespace,
         gateway_port=gateway_port,
         artifact_port=artifact_port,
+        console_port=console_port,
     )
