@@ -407,6 +407,24 @@ class GroupAuthority:
             self._retired.update((item.work_item_id, item) for item in retired)
             retired.clear()
 
+    # --- following a log -------------------------------------------------------------------
+
+    def follow(self, event: Mapping[str, Any]) -> bool:
+        """Apply the next Event of this Group's log, as :func:`replay` does but without its
+        receipts: a projection kept by a reader of the signed log (the Coordinator runtime).
+        False for an Event it holds already; ``ValueError`` for a gap or a foreign Event."""
+        state = self._state
+        sequence = event.get("sequence")
+        if isinstance(sequence, int) and sequence <= state.sequence:
+            return False
+        if sequence != state.sequence + 1 or (
+            state.group_id and event.get("groupId") != state.group_id
+        ):
+            raise ValueError(f"Event {event.get('eventId')} does not continue this Group's log")
+        evolve(state, dict(event))
+        self._keep_retired()
+        return True
+
     # --- continue-as-new --------------------------------------------------------------------
 
     def snapshot(self) -> Json:

@@ -1,0 +1,27 @@
+"""The Coordinator SDK: declare a Coordinator, write its planning and review as plain async
+Python functions, and run it through the Group gateway (`mwp coordinator run`).
+
+See docs/coordinators.md. ``declaration`` holds the declaration and what the functions see and
+return; ``reconcile`` (pure) decides the next steps from a Group's state; ``journal`` keeps the
+plans; ``runtime`` follows the signed log through the gateway and takes the steps.
+"""
+
+from mwp.coordinator.declaration import (
+    ChangesContext,
+    Coordinator,
+    Plan,
+    PlannedItem,
+    PlanningContext,
+    Review,
+    ReviewContext,
+)
+
+__all__ = [
+    "ChangesContext",
+    "Coordinator",
+    "Plan",
+    "PlannedItem",
+    "PlanningContext",
+    "Review",
+    "ReviewContext",
+]

@@ -1,0 +1,80 @@
+"""The plans a Coordinator runtime wrote down before acting on them, in its own folder.
+
+A plan function may not give the same plan twice (a model, a person), so the runtime journals
+each plan before it authorizes the first item: after a restart it authorizes what is missing
+of the plan it made, never a second one. One JSON file per Group, replaced atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from mwp.coordinator.declaration import PlannedItem
+from mwp.coordinator.reconcile import JournaledPlan
+
+Json = dict[str, Any]
+
+
+def _item_json(item: PlannedItem) -> Json:
+    return {
+        "key": item.key,
+        "goal": item.goal,
+        "criteria": list(item.criteria),
+        "dependsOn": list(item.depends_on),
+        "capability": list(item.capability),
+        "budget": dict(item.budget) if item.budget is not None else None,
+        "candidates": list(item.candidates),
+        "deadlineHours": item.deadline_hours,
+    }
+
+
+def _item(value: Json) -> PlannedItem:
+    capability = value["capability"]
+    return PlannedItem(
+        value["key"],
+        value["goal"],
+        tuple(value["criteria"]),
+        tuple(value["dependsOn"]),
+        (str(capability[0]), str(capability[1])),
+        value["budget"],
+        tuple(value["candidates"]),
+        float(value["deadlineHours"]),
+    )
+
+
+class PlanJournal:
+    """``folder``/<hash of the Group ID>.json: the Group's plans, oldest first."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def _path(self, group_id: str) -> Path:
+        return self.folder / f"{hashlib.sha256(group_id.encode()).hexdigest()[:32]}.json"
+
+    def plans(self, group_id: str) -> list[JournaledPlan]:
+        path = self._path(group_id)
+        if not path.exists():
+            return []
+        document = json.loads(path.read_text("utf-8"))
+        return [
+            JournaledPlan(p["answers"], tuple(_item(i) for i in p["items"]))
+            for p in document["plans"]
+        ]
+
+    def add(self, group_id: str, plan: JournaledPlan) -> None:
+        plans = [*self.plans(group_id), plan]
+        document = {
+            "groupId": group_id,
+            "plans": [
+                {"answers": p.answers, "items": [_item_json(i) for i in p.items]} for p in plans
+            ],
+        }
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self._path(group_id)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(document, indent=1), "utf-8")
+        os.replace(partial, path)

@@ -1,0 +1,346 @@
+"""The Coordinator runtime: the Coordinator's functions, run against its Groups through the
+gateway (the default of `mwp coordinator run`).
+
+It connects like an agent runtime (one TLS 1.3 WebSocket, HELLO with the Coordinator's key:
+its Session), subscribes to every Group it is a Member of, and keeps each Group's projection:
+the pure Group Authority following the signed Events the gateway delivers (so the Mission and
+WorkItem views it decides on are exactly what the Authority decided). Whenever a Group moves,
+and every ``TICK_SECONDS``, it asks :func:`~mwp.coordinator.reconcile.next_steps` what is due
+and takes those steps: calls the Coordinator's functions, journals plans, and signs and sends
+the Commands. It then waits until the log shows a step's Events before deciding that Group
+again. A Command the Authority refuses is reported and decided again at the next change; a
+Group whose Coordinator is now another agent (``AUTH_STALE_COORDINATOR``) is left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+from mwp.agent.gateway_link import GatewayLink, GatewaySettings, GatewayUnavailableError
+from mwp.client.context_packages import needs_context_package, offer_context_package
+from mwp.client.review import rejection_payload, review_record
+from mwp.contracts.errors import RemoteMwpError
+from mwp.coordinator.declaration import (
+    ChangesContext,
+    Coordinator,
+    Plan,
+    PlanningContext,
+    Review,
+    ReviewContext,
+)
+from mwp.coordinator.journal import PlanJournal
+from mwp.coordinator.reconcile import (
+    Authorize,
+    JournaledPlan,
+    NeedPlan,
+    NeedReplan,
+    Offer,
+    Renew,
+    ReviewResult,
+    Step,
+    SubmitMission,
+    next_steps,
+    selection_basis,
+)
+from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.group import GroupAuthority
+from mwp.core.group.kinds import COORDINATOR_KINDS
+from mwp.core.models.websocket_frame import EventFrame
+from mwp.core.wire.values import format_utc
+from mwp.gateway import MEMBER_GROUPS
+from mwp.gateway.frames import Incoming
+
+Json = dict[str, Any]
+log = logging.getLogger(__name__)
+
+TICK_SECONDS: Final = 5.0  # decide again without news: lease renewal, offers that expired
+OFFER_SECONDS: Final = 3600
+RECONNECT_SECONDS: Final = 2.0
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class GroupProjection:
+    """One Group as the Coordinator sees it: the Authority following its log."""
+
+    group_id: str
+    authority: GroupAuthority = field(default_factory=GroupAuthority)
+    # Wait for the log to reach this sequence (a step's Events) before deciding again.
+    awaiting: int = 0
+    left: bool = False  # coordinated by someone else now
+
+    @property
+    def caught_up(self) -> bool:
+        return self.authority.sequence >= self.awaiting
+
+    def items(self) -> dict[str, Json]:
+        views = {}
+        for work_item_id in self.authority.work_item_ids():
+            with contextlib.suppress(KeyError):
+                views[work_item_id] = self.authority.work_item_view(work_item_id)
+        return views
+
+
+class CoordinatorRuntime:
+    """Coordinates every Group of ``coordinator`` reachable over ``link``."""
+
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        link: GatewayLink,
+        journal: PlanJournal,
+        *,
+        report: Callable[[str], None] = print,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self.coordinator = coordinator
+        self.link = link
+        self.journal = journal
+        self.report = report
+        self.clock = clock
+        self.groups: dict[str, GroupProjection] = {}
+        self.changed = asyncio.Event()
+        self.steps_taken = 0
+
+    # --- the log ----------------------------------------------------------------------------
+
+    def take(self, incoming: Incoming) -> None:
+        if not isinstance(incoming.frame, EventFrame):
+            return
+        self.follow(incoming.value["event"])
+
+    def follow(self, event: Mapping[str, Any]) -> None:
+        group_id = str(event["groupId"])
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = GroupProjection(group_id)
+        try:
+            if group.authority.follow(event):
+                self.changed.set()
+        except ValueError:
+            log.warning("Group %s: Event %s out of order; skipped", group_id, event["eventId"])
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Until ``stop`` or the link closes."""
+        self.link.listener = self.take
+        await self.link.subscribe([{"groupId": MEMBER_GROUPS, "afterSequence": 0}])
+        while not stop.is_set() and not self.link.closed.is_set():
+            self.changed.clear()
+            for group in list(self.groups.values()):
+                if group.caught_up and not group.left:
+                    await self._reconcile(group)
+            waits = [
+                asyncio.ensure_future(e.wait()) for e in (stop, self.changed, self.link.closed)
+            ]
+            try:
+                await asyncio.wait(waits, timeout=TICK_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
+
+    # --- deciding ---------------------------------------------------------------------------
+
+    async def _reconcile(self, group: GroupProjection) -> None:
+        mission = group.authority.mission_view()
+        if not mission:
+            return
+        steps = next_steps(
+            mission,
+            group.items(),
+            self.journal.plans(group.group_id),
+            coordinator_id=self.coordinator.agent_id,
+            workers=self.coordinator.workers,
+            session_epoch=self.link.session_epoch,
+            lease_seconds=self.coordinator.lease_seconds,
+            now=self.clock(),
+        )
+        for step in steps:
+            try:
+                await self._take_step(group, mission, step)
+            except RemoteMwpError as error:
+                if error.code == ErrorCode.AUTH_STALE_COORDINATOR:
+                    group.left = True
+                    self.report(f"Mission {mission['missionId']}: another Coordinator took over")
+                    return
+                self.report(
+                    f"Mission {mission['missionId']}: {_name(step)} refused: {error.code.value}"
+                )
+                return  # decided again once the Group moves
+            except MwpError as error:
+                self.report(f"Mission {mission['missionId']}: {_name(step)}: {error.message}")
+                return
+            except Exception:
+                log.exception("the Coordinator's %s failed", _name(step))
+                self.report(f"Mission {mission['missionId']}: {_name(step)} failed (see the log)")
+                return
+            self.steps_taken += 1
+
+    async def _take_step(self, group: GroupProjection, mission: Json, step: Step) -> None:
+        coordinator = self.coordinator
+        if isinstance(step, Renew):
+            await self._send(
+                group, "mission.renew_coordinator", {"leaseSeconds": coordinator.lease_seconds}
+            )
+        elif isinstance(step, NeedPlan):
+            if coordinator.planner is None:
+                raise MwpError(
+                    ErrorCode.INVALID_COMMAND, "the Coordinator declares no plan function"
+                )
+            plan = await coordinator.planner(PlanningContext(mission))
+            self.journal.add(group.group_id, JournaledPlan("initial", tuple(plan.items)))
+            self.report(f"Mission {mission['missionId']}: planned {len(plan.items)} WorkItems")
+            self.changed.set()
+        elif isinstance(step, NeedReplan):
+            context = ChangesContext(
+                mission, str(step.approval.get("comments", "")), list(group.items().values())
+            )
+            plan = Plan([])
+            if coordinator.replanner is not None:
+                plan = await coordinator.replanner(context)
+            self.journal.add(
+                group.group_id, JournaledPlan(str(step.approval["approvalId"]), tuple(plan.items))
+            )
+            self.report(
+                f"Mission {mission['missionId']}: changes requested ({context.reason!r}); "
+                f"{len(plan.items)} more WorkItems"
+            )
+            self.changed.set()
+        elif isinstance(step, Authorize):
+            await self._send(
+                group, "work.authorize", {"contract": step.contract}, work_item_id=step.work_item_id
+            )
+        elif isinstance(step, Offer):
+            await self._offer(group, mission, step)
+        elif isinstance(step, ReviewResult):
+            await self._review(group, mission, step.work_item_id)
+        elif isinstance(step, SubmitMission):
+            await self._send(
+                group, "mission.submit_for_approval", {"artifactHashes": list(step.artifact_hashes)}
+            )
+            self.report(f"Mission {mission['missionId']}: submitted for Approval")
+
+    async def _offer(self, group: GroupProjection, mission: Json, step: Offer) -> None:
+        available = format_utc(self.clock() + timedelta(seconds=60))
+        payload: Json = {
+            "candidates": [
+                {"agentId": agent_id, "selectionBasis": selection_basis(step.capability, available)}
+                for agent_id in step.candidates
+            ],
+            "expiresAt": format_utc(self.clock() + timedelta(seconds=OFFER_SECONDS)),
+        }
+        view = group.authority.work_item_view(step.work_item_id)
+        if needs_context_package(mission, view, step.candidates):
+            published = {a["contentHash"] for a in mission.get("artifacts", [])}
+            payload["contextPackage"] = offer_context_package(
+                view, self.coordinator.identity, published_artifacts=published
+            )
+        await self._send(group, "work.offer", payload, work_item_id=step.work_item_id)
+
+    async def _review(self, group: GroupProjection, mission: Json, work_item_id: str) -> None:
+        view = group.authority.work_item_view(work_item_id)
+        evidence = view.get("submissionEvidence") or []
+        context = ReviewContext(
+            mission,
+            view,
+            lambda digest: self.link.download(group.group_id, digest),
+            {
+                c["criterionId"]: [
+                    e for e in evidence if c["criterionId"] in e.get("criterionIds", [])
+                ]
+                for c in view["contract"]["acceptanceCriteria"]
+            },
+        )
+        reviewer = self.coordinator.reviewer
+        if reviewer is not None:
+            verdict = await reviewer(context)
+        elif context.evidence_covers_every_criterion:
+            verdict = Review.accept()
+        else:
+            verdict = Review.reject("the Evidence does not cover every criterion as passed")
+        goal = view["contract"]["goal"]
+        if verdict.accepted:
+            payload = {"comments": verdict.comments, "review": review_record(view)}
+            await self._send(group, "work.accept_result", payload, work_item_id=work_item_id)
+            self.report(f"Mission {mission['missionId']}: accepted {goal!r}")
+            return
+        failed = (
+            verdict.failed
+            or [
+                c
+                for c, entries in context.evidence.items()
+                if not entries or any(e.get("result", "passed") != "passed" for e in entries)
+            ]
+            or [next(iter(context.evidence))]
+        )
+        payload = rejection_payload(view, verdict.comments, dict.fromkeys(failed, "failed"))
+        await self._send(group, "work.fail", payload, work_item_id=work_item_id)
+        self.report(f"Mission {mission['missionId']}: rejected {goal!r}: {verdict.comments}")
+
+    async def _send(
+        self, group: GroupProjection, kind: str, payload: Json, *, work_item_id: str | None = None
+    ) -> None:
+        epochs = group.authority.epochs_of(self.coordinator.agent_id)
+        coordinator = epochs["coordinator"] or {}
+        command = self.coordinator.identity.command(
+            kind,
+            payload,
+            group_id=group.group_id,
+            session_epoch=self.link.session_epoch,
+            membership_epoch=epochs["membershipEpoch"],
+            coordinator_epoch=coordinator.get("coordinatorEpoch")
+            if kind in COORDINATOR_KINDS
+            else None,
+            work_item_id=work_item_id,
+        )
+        events = await self.link.command(command)
+        for event in events:
+            self.follow(event)
+        if events:
+            group.awaiting = max(group.awaiting, int(events[-1]["sequence"]))
+
+
+def _name(step: Step) -> str:
+    return type(step).__name__
+
+
+async def run_coordinator(
+    coordinator: Coordinator,
+    settings: GatewaySettings,
+    state_dir: Path,
+    stop: asyncio.Event,
+    *,
+    report: Callable[[str], None] = print,
+    on_ready: Callable[[CoordinatorRuntime], None] | None = None,
+) -> None:
+    """Coordinate through the gateway until ``stop``, connecting again after a lost link."""
+    slug = coordinator.agent_id.rsplit(":", 1)[-1]
+    journal = PlanJournal(state_dir / "coordinator" / slug / "plans")
+    first = True
+    while not stop.is_set():
+        try:
+            async with GatewayLink.open(settings, coordinator.agent) as link:
+                runtime = CoordinatorRuntime(coordinator, link, journal, report=report)
+                if on_ready is not None and first:
+                    on_ready(runtime)
+                first = False
+                await runtime.run(stop)
+                if link.fatal is not None:
+                    report(f"the gateway ended this Session: {link.fatal.code.value}")
+                    return
+        except GatewayUnavailableError:
+            if first:
+                raise
+            report("the gateway is unreachable; trying again")
+        if not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), RECONNECT_SECONDS)

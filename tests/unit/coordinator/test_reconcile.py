@@ -1,0 +1,219 @@
+"""What a Coordinator does next (mwp.coordinator.reconcile), decided from the pure Group
+Authority's views: plan, authorize the graph, offer what its dependencies allow, review,
+submit, replan after a change request; nothing for a Mission it no longer coordinates."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from mwp.coordinator import PlannedItem
+from mwp.coordinator.reconcile import (
+    Authorize,
+    JournaledPlan,
+    NeedPlan,
+    NeedReplan,
+    Offer,
+    Renew,
+    ReviewResult,
+    Step,
+    SubmitMission,
+    next_steps,
+    selection_basis,
+    work_item_id,
+)
+from mwp.core.models import validate_document
+from mwp.core.wire.values import format_utc, parse_timestamp
+from tests.unit.group.harness import ARTIFACT_A, COORD, COORD2, W1, Harness, item_id
+
+PLAN = JournaledPlan(
+    "initial",
+    (
+        PlannedItem("analyse", "Analyse the requirements"),
+        PlannedItem("build", "Build it", depends_on=("analyse",), candidates=(W1.id,)),
+    ),
+)
+
+
+def now_of(h: Harness) -> datetime:
+    return datetime.fromisoformat(h.now.replace("Z", "+00:00"))
+
+
+def steps(h: Harness, plans: list[JournaledPlan], **overrides: Any) -> list[Step]:
+    mission = h.authority.mission_view()
+    items = {i: h.authority.work_item_view(i) for i in h.authority.work_item_ids()}
+    options: dict[str, Any] = {
+        "coordinator_id": COORD.id,
+        "workers": (W1.id,),
+        "session_epoch": h.sessions[COORD.id],
+        "lease_seconds": 3600,
+        "now": now_of(h),
+        "id_of": lambda group, key: item_id(key),
+    }
+    options.update(overrides)
+    return next_steps(mission, items, plans, **options)
+
+
+def take(h: Harness, step: Step) -> None:
+    """What the runtime sends for ``step`` (the harness signs with dummy signatures)."""
+    if isinstance(step, Authorize):
+        h.submit(COORD, "work.authorize", {"contract": step.contract}, workItemId=step.work_item_id)
+    elif isinstance(step, Offer):
+        available = format_utc(now_of(h) + timedelta(seconds=60))
+        candidates = [
+            {"agentId": a, "selectionBasis": selection_basis(step.capability, available)}
+            for a in step.candidates
+        ]
+        expires = format_utc(now_of(h) + timedelta(hours=1))
+        h.submit(
+            COORD,
+            "work.offer",
+            {"candidates": candidates, "expiresAt": expires},
+            workItemId=step.work_item_id,
+        )
+    elif isinstance(step, SubmitMission):
+        h.submit(
+            COORD, "mission.submit_for_approval", {"artifactHashes": list(step.artifact_hashes)}
+        )
+    else:
+        raise AssertionError(step)
+
+
+def work(h: Harness, key: str) -> None:
+    """W1 accepts, starts and submits the item with Evidence for each of its criteria."""
+    h.accept(key)
+    h.start(key)
+    if ARTIFACT_A not in h.published():
+        h.publish(key)
+    criteria = [c["criterionId"] for c in h.view(key)["contract"]["acceptanceCriteria"]]
+    evidence = [
+        {"evidenceId": f"urn:example:evidence:{key}:{c}", "criterionIds": [c]} for c in criteria
+    ]
+    payload = h.owner_payload(key, artifactHashes=[ARTIFACT_A], evidence=evidence)
+    h.submit(W1, "work.submit", payload, workItemId=item_id(key))
+
+
+@pytest.fixture
+def h() -> Harness:
+    harness = Harness()
+    harness.create_mission()
+    harness.admit(W1)
+    return harness
+
+
+def test_a_new_mission_is_planned_then_its_graph_authorized_then_offered_in_order(
+    h: Harness,
+) -> None:
+    assert steps(h, []) == [NeedPlan()]
+
+    due = steps(h, [PLAN])
+    assert [type(s) for s in due] == [Authorize, Authorize]
+    assert [s.work_item_id for s in due if isinstance(s, Authorize)] == [
+        item_id("analyse"),
+        item_id("build"),
+    ]
+    build = due[1]
+    assert isinstance(build, Authorize)
+    assert build.contract["dependencyWorkItemIds"] == [item_id("analyse")]
+    validate_document("work-contract.schema.json", build.contract)
+    for step in due:
+        take(h, step)
+
+    (offer,) = steps(h, [PLAN])  # "build" waits for "analyse"
+    assert offer == Offer(item_id("analyse"), (W1.id,), ("mwp.dev.general", "1.0.0"))
+    take(h, offer)
+    assert steps(h, [PLAN]) == []  # the offer is pending
+
+    work(h, "analyse")
+    assert steps(h, [PLAN]) == [ReviewResult(item_id("analyse"))]
+    h.accept_result("analyse")
+    (offer,) = steps(h, [PLAN])
+    assert isinstance(offer, Offer) and offer.work_item_id == item_id("build")
+    take(h, offer)
+    work(h, "build")
+    h.accept_result("build")
+
+    (submit,) = steps(h, [PLAN])
+    assert submit == SubmitMission((ARTIFACT_A,))
+    take(h, submit)
+    assert steps(h, [PLAN]) == []  # awaiting Approval: the MissionOwner decides
+
+
+def test_a_change_request_is_replanned_once_then_the_mission_submitted_again(
+    h: Harness,
+) -> None:
+    single = JournaledPlan("initial", (PlannedItem("analyse", "Analyse the requirements"),))
+    for step in steps(h, [single]):
+        take(h, step)
+    take(h, steps(h, [single])[0])
+    work(h, "analyse")
+    h.accept_result("analyse")
+    take(h, steps(h, [single])[0])
+    h.submit(h_owner(), "mission.request_changes", h.changes_payload("Add the tests."))
+
+    (replan,) = steps(h, [single])
+    assert isinstance(replan, NeedReplan)
+    assert replan.approval["comments"] == "Add the tests."
+    answer = JournaledPlan(replan.approval["approvalId"], (PlannedItem("tests", "Add tests"),))
+    (authorize,) = steps(h, [single, answer])
+    assert isinstance(authorize, Authorize) and authorize.work_item_id == item_id("tests")
+    # An empty answer submits the same result again.
+    nothing = JournaledPlan(replan.approval["approvalId"], ())
+    assert steps(h, [single, nothing]) == [SubmitMission((ARTIFACT_A,))]
+
+
+def h_owner() -> Any:
+    from tests.unit.group.harness import OWNER
+
+    return OWNER
+
+
+def test_the_lease_is_renewed_under_a_new_session_or_when_a_third_is_left(h: Harness) -> None:
+    assert Renew() in steps(h, [PLAN], session_epoch=2)
+    lease = h.authority.mission_view()["coordinatorLease"]
+    expires = parse_timestamp(lease["expiresAt"]).text
+    late = datetime.fromisoformat(expires.replace("Z", "+00:00")) - timedelta(seconds=1000)
+    assert Renew() in steps(h, [PLAN], now=late.astimezone(UTC))
+    assert Renew() not in steps(h, [PLAN])
+
+
+def test_nothing_is_done_for_a_mission_coordinated_by_another_or_not_active(h: Harness) -> None:
+    assert steps(h, [PLAN], coordinator_id=COORD2.id) == []
+    h.submit(h_owner(), "mission.cancel", {"reason": "No longer needed."})
+    assert steps(h, [PLAN]) == []
+
+
+def test_an_item_is_offered_again_after_a_rejection_up_to_its_attempts(h: Harness) -> None:
+    single = JournaledPlan("initial", (PlannedItem("analyse", "Analyse the requirements"),))
+    take(h, steps(h, [single])[0])
+    for attempt in range(3):
+        (offer,) = steps(h, [single])
+        assert isinstance(offer, Offer), attempt
+        take(h, offer)
+        work(h, "analyse")
+        h.submit(
+            COORD,
+            "work.fail",
+            {
+                "reason": "The tests fail.",
+                "failureEvidenceIds": [
+                    e["evidenceId"] for e in h.view("analyse")["submissionEvidence"]
+                ],
+                "failureCode": "RESULT_REJECTED",
+                "review": h.review("analyse", {"criterion-1": "failed"}),
+            },
+            workItemId=item_id("analyse"),
+        )
+    assert steps(h, [single]) == []  # three attempts: given up
+
+
+def test_work_item_ids_derive_from_the_group_and_key() -> None:
+    a = work_item_id("urn:mwp:group:one", "build")
+    assert (
+        a
+        == work_item_id("urn:mwp:group:one", "build")
+        != work_item_id("urn:mwp:group:two", "build")
+    )
+    assert a.startswith("urn:uuid:")
