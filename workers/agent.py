@@ -34,7 +34,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -74,6 +74,14 @@ class AgentWorkerError(Exception):
 
 def load_agent(target: str) -> Agent:
     """The :class:`Agent` named by ``MODULE:ATTR`` (``ATTR`` may be dotted)."""
+    return load_declaration(target, Agent, "an mwp.agent.Agent declaration")
+
+
+T = TypeVar("T")
+
+
+def load_declaration(target: str, kind: type[T], what: str) -> T:
+    """The ``kind`` instance named by ``MODULE:ATTR`` (an Agent, a Coordinator)."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise AgentWorkerError(f"expected MODULE:ATTR (e.g. myagents.writer:agent), got {target!r}")
@@ -88,10 +96,8 @@ def load_agent(target: str) -> Agent:
             value = getattr(value, part)
         except AttributeError:
             raise AgentWorkerError(f"module {module_name!r} has no attribute {attr!r}") from None
-    if not isinstance(value, Agent):
-        raise AgentWorkerError(
-            f"{target} is a {type(value).__name__}, not an mwp.agent.Agent declaration"
-        )
+    if not isinstance(value, kind):
+        raise AgentWorkerError(f"{target} is a {type(value).__name__}, not {what}")
     return value
 
 

@@ -13,7 +13,18 @@ import argparse
 from collections.abc import Callable
 from types import ModuleType
 
-from mwp.cli import agent, conformance, console, demo, dev, gateway, log, mission, registry
+from mwp.cli import (
+    agent,
+    conformance,
+    console,
+    coordinator,
+    demo,
+    dev,
+    gateway,
+    log,
+    mission,
+    registry,
+)
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -22,6 +33,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     agent,
     conformance,
     console,
+    coordinator,
     demo,
     dev,
     gateway,
