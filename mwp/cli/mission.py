@@ -11,7 +11,7 @@
     mwp mission authorize MISSION --as COORDINATOR --goal "..." [--contract FILE]
     mwp mission offer MISSION ITEM --as COORDINATOR --to AGENT
     mwp mission review MISSION ITEM --as COORDINATOR [--accept | --reject --reason "..."]
-    mwp mission wait MISSION ITEM [--for STATE]
+    mwp mission wait MISSION [ITEM] [--for STATE]
     mwp mission submit MISSION --as COORDINATOR
     mwp mission artifact MISSION HASH [--output FILE]
     mwp mission approve MISSION --as ada

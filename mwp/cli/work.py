@@ -5,7 +5,7 @@
     mwp mission offer MISSION ITEM --as planner --to writer
     mwp mission review MISSION ITEM --as planner (--accept | --reject --reason TEXT [--failed C])
     mwp mission submit MISSION --as planner [--summary TEXT]
-    mwp mission wait MISSION ITEM [--for submitted]
+    mwp mission wait MISSION [ITEM] [--for STATE]
     mwp mission artifact MISSION HASH [--output FILE]
 
 Each prints what it signed and the Group's receipt, or why it was refused. A WorkItem is named
@@ -114,11 +114,19 @@ def register(actions: Any, common: argparse.ArgumentParser) -> None:
     submit.set_defaults(handler=shared.handler(_submit))
 
     wait = actions.add_parser(
-        "wait", parents=[common], help="wait until a WorkItem reaches a state (for scripts)"
+        "wait",
+        parents=[common],
+        help="wait until a WorkItem (or, without ITEM, the Mission) reaches a state",
     )
     wait.add_argument("mission")
-    wait.add_argument("work_item", metavar="ITEM", help="WorkItem ID or unique prefix")
-    wait.add_argument("--for", dest="state", default="submitted", help="state (submitted)")
+    wait.add_argument(
+        "work_item", metavar="ITEM", nargs="?", help="WorkItem ID or unique prefix (optional)"
+    )
+    wait.add_argument(
+        "--for",
+        dest="state",
+        help="state (a WorkItem's: submitted; the Mission's: awaiting_approval)",
+    )
     wait.add_argument("--timeout", type=float, default=120.0, help="seconds (120)")
     wait.set_defaults(handler=shared.handler(_wait))
 
@@ -452,6 +460,9 @@ async def _wait(args: argparse.Namespace) -> int:
 
     from mwp.core.kinds import SETTLED_WORK_STATES, WORK_ITEM_STATES
 
+    if args.work_item is None:
+        return await _wait_mission(args)
+    args.state = args.state or "submitted"
     if args.state not in WORK_ITEM_STATES:
         raise shared.MissionCliError(
             f"unknown WorkItem state {args.state!r} (states: {', '.join(WORK_ITEM_STATES)})"
@@ -477,6 +488,37 @@ async def _wait(args: argparse.Namespace) -> int:
             raise shared.MissionCliError(
                 f"the WorkItem is still {state} after {args.timeout:.0f} s "
                 "(is its agent running? `mwp agent status AGENT_ID` shows its decisions)"
+            )
+        await asyncio.sleep(0.5)
+
+
+async def _wait_mission(args: argparse.Namespace) -> int:
+    """Poll the Mission until it is in ``--for``; one that closed otherwise is an error."""
+    import asyncio
+    import time
+
+    from mwp.core.kinds import MISSION_STATES, TERMINAL_MISSION_STATES
+
+    wanted = args.state or "awaiting_approval"
+    if wanted not in MISSION_STATES:
+        raise shared.MissionCliError(
+            f"unknown Mission state {wanted!r} (states: {', '.join(MISSION_STATES)})"
+        )
+    client = await shared.connect_to(args)
+    mission = await shared.mission_of(args, client)
+    deadline = time.monotonic() + args.timeout
+    while True:
+        view = await mission.view()
+        state = view.get("state")
+        if state == wanted:
+            print(f"Mission   {mission.mission_id} is {state} (revision {view.get('revision')})")
+            return 0
+        if state in TERMINAL_MISSION_STATES:
+            raise shared.MissionCliError(f"the Mission is {state}, it will not be {wanted}")
+        if time.monotonic() > deadline:
+            raise shared.MissionCliError(
+                f"the Mission is still {state} after {args.timeout:.0f} s (is its Coordinator "
+                "running? `mwp coordinator run` prints what it decides)"
             )
         await asyncio.sleep(0.5)
 
