@@ -12,6 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
+import aiohttp
 import pytest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from websockets.exceptions import ConnectionClosed
@@ -26,6 +27,7 @@ from mwp.gateway.tls import client_context
 from mwp.log.keys import AuthorityKeyring
 from tests.integration import conftest
 from tests.integration.missions_helper import new_mission
+from tests.integration.test_console import _log_in
 
 AGENTS = "agents-zone"
 
@@ -37,10 +39,12 @@ async def test_mwp_dev_makes_both_zones_and_serves_hello_and_artifacts_on_its_ga
     # The crew's Group Authority key goes to this stack's keyring, where its mirror signs.
     monkeypatch.setitem(conftest._STACK, "keyring", AuthorityKeyring.in_state_dir(state))
     port, gateway_port, artifact_port = free_port(), free_port(), free_port()
+    console_port = free_port()
     process = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "mwp", "dev", "--state-dir", str(state), "--headless"),
         *("--port", str(port), "--agents-namespace", AGENTS),
         *("--gateway-port", str(gateway_port), "--artifact-port", str(artifact_port)),
+        *("--console-port", str(console_port)),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
@@ -55,6 +59,8 @@ async def test_mwp_dev_makes_both_zones_and_serves_hello_and_artifacts_on_its_ga
         assert f"Gateway    wss://127.0.0.1:{gateway_port} (TLS 1.3)" in lines, banner
         assert f"Artifacts  https://127.0.0.1:{artifact_port}" in lines, banner
         assert f"agents namespace {AGENTS}" in banner
+        console = f"http://127.0.0.1:{console_port}/"
+        assert f"Console    {console} (human Approval; log in with a key file)" in lines, banner
         found = re.search(r"Gateway CA (\S+) \(the agents' trust anchor\)", banner)
         assert found, banner
         context = client_context(Path(found[1]))
@@ -101,6 +107,12 @@ async def test_mwp_dev_makes_both_zones_and_serves_hello_and_artifacts_on_its_ga
             sequence = int(posted["events"][-1]["sequence"])
             await gateway.collect(inbox, lambda box: box.position(group_id) >= sequence)
             assert inbox.of(group_id)[-1]["sequence"] == sequence
+        # The Approval console serves the same Organization: its owner logs in.
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+            assert (await _log_in(session, console, rig.crew.owner))[0] == 200
+            async with session.get(console + "api/missions") as response:
+                listed = (await response.json())["missions"]
+            assert rig.mission.mission_id in [m["missionId"] for m in listed]
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGINT)

@@ -60,6 +60,7 @@ class MwpDev:
                 "--ui-port",
                 str(ui_port),
                 "--no-gateway",  # its default ports may be taken on a shared machine
+                "--no-console",
                 *extra,
             ],
             cwd=REPO,

@@ -27,13 +27,13 @@ from mwp.dev.stack import free_port
 REPO = Path(__file__).resolve().parents[2]
 SECTION = "## A Mission from the command line"
 # A background command is ready once it prints this.
-READY = {"dev": "Ready in", "agent": "Task queue"}
+READY = {"dev": "Ready in", "agent": "Task queue", "coordinator": "Gateway "}
 
 
-def quick_start() -> list[str]:
+def quick_start(heading: str = SECTION) -> list[str]:
     """The command lines of the section's first ``sh`` block, comments removed."""
     text = (REPO / "README.md").read_text()
-    section = text[text.index(SECTION) :]
+    section = text[text.index(heading) :]
     block = section[section.index("```sh\n") + 6 : section.index("\n```", section.index("```sh"))]
     return [line for line in block.splitlines() if line.strip()]
 
@@ -117,6 +117,7 @@ def shell(tmp_path: Path) -> Iterator[Shell]:
     env["MWP_UI_PORT"] = str(free_port())
     env["MWP_GATEWAY_PORT"] = str(free_port())
     env["MWP_ARTIFACT_PORT"] = str(free_port())
+    env["MWP_CONSOLE_PORT"] = str(free_port())
     env["MWP_PROTOCOL_ROOT"] = os.environ.get("MWP_PROTOCOL_ROOT", "")
     runner = Shell(tmp_path, env)
     try:
