@@ -124,6 +124,17 @@ class CoordinatorRuntime:
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = GroupProjection(group_id)
+        if group.left:
+            return
+        if group.authority.sequence == 0 and int(event["sequence"]) > 1:
+            # Its visibility starts after the Group's founding (a Coordinator admitted later):
+            # no projection can be built from the log it may read.
+            group.left = True
+            self.report(
+                f"Group {group_id}: visible only from sequence {event['sequence']}; a "
+                "Coordinator that did not found it cannot coordinate it yet"
+            )
+            return
         try:
             if group.authority.follow(event):
                 self.changed.set()
