@@ -137,9 +137,15 @@ def contract_of(
     }
 
 
-def selection_basis(capability: tuple[str, str], available_at: str) -> Json:
+def selection_basis(
+    capability: tuple[str, str],
+    available_at: str,
+    reliability: Sequence[str] = (),
+    rules: Sequence[str] = (),
+) -> Json:
     """Why a candidate was chosen (MWP-WRK-006): structured facts, here the declared
-    capability the Coordinator matched and the default policy."""
+    capability the Coordinator matched, the Events of the candidate's performance record
+    (``reliability``) and the policy rules applied besides the default."""
     required = {"id": capability[0], "version": capability[1]}
     return {
         "requiredCapabilities": [required],
@@ -147,8 +153,8 @@ def selection_basis(capability: tuple[str, str], available_at: str) -> Json:
         "authorizationEligible": True,
         "availabilityEstimate": available_at,
         "expectedCost": 1,
-        "reliabilityEvidence": [],
-        "policyRulesApplied": ["org.default.assignment"],
+        "reliabilityEvidence": list(reliability),
+        "policyRulesApplied": ["org.default.assignment", *rules],
     }
 
 

@@ -36,6 +36,8 @@ from mwp.coordinator.declaration import (
     ReviewContext,
 )
 from mwp.coordinator.journal import PlanJournal
+from mwp.coordinator.performance import RULE as PERFORMANCE_RULE
+from mwp.coordinator.performance import PerformanceRecords
 from mwp.coordinator.reconcile import (
     Authorize,
     JournaledPlan,
@@ -111,6 +113,8 @@ class CoordinatorRuntime:
         self.groups: dict[str, GroupProjection] = {}
         self.changed = asyncio.Event()
         self.steps_taken = 0
+        # Rebuilt from the logs on every connection, as the projections are.
+        self.performance = PerformanceRecords()
 
     # --- the log ----------------------------------------------------------------------------
 
@@ -135,6 +139,10 @@ class CoordinatorRuntime:
                 "Coordinator that did not found it cannot coordinate it yet"
             )
             return
+        if event.get("workItemId") and int(event["sequence"]) == group.authority.sequence + 1:
+            with contextlib.suppress(KeyError):  # the item's view before the Event
+                before = group.authority.work_item_view(str(event["workItemId"]))
+                self.performance.observe(event, before)
         try:
             if group.authority.follow(event):
                 self.changed.set()
@@ -242,15 +250,20 @@ class CoordinatorRuntime:
 
     async def _offer(self, group: GroupProjection, mission: Json, step: Offer) -> None:
         available = format_utc(self.clock() + timedelta(seconds=60))
+        capability = "@".join(step.capability)
+        chosen = self.performance.choose(step.candidates, capability)
+        candidates = []
+        for agent_id in chosen:
+            cited = self.performance.evidence(agent_id, capability)
+            rules = [PERFORMANCE_RULE] if cited or len(chosen) < len(step.candidates) else []
+            basis = selection_basis(step.capability, available, cited, rules)
+            candidates.append({"agentId": agent_id, "selectionBasis": basis})
         payload: Json = {
-            "candidates": [
-                {"agentId": agent_id, "selectionBasis": selection_basis(step.capability, available)}
-                for agent_id in step.candidates
-            ],
+            "candidates": candidates,
             "expiresAt": format_utc(self.clock() + timedelta(seconds=OFFER_SECONDS)),
         }
         view = group.authority.work_item_view(step.work_item_id)
-        if needs_context_package(mission, view, step.candidates):
+        if needs_context_package(mission, view, chosen):
             published = {a["contentHash"] for a in mission.get("artifacts", [])}
             payload["contextPackage"] = offer_context_package(
                 view, self.coordinator.identity, published_artifacts=published
