@@ -12,6 +12,7 @@ from mwp.coordinator.declaration import (
     Plan,
     PlannedItem,
     PlanningContext,
+    ProposalContext,
     Review,
     ReviewContext,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "Plan",
     "PlannedItem",
     "PlanningContext",
+    "ProposalContext",
     "Review",
     "ReviewContext",
 ]

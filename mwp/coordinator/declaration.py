@@ -140,9 +140,19 @@ class ReviewContext:
         return list((self.work_item.get("submission") or {}).get("artifactHashes", []))
 
 
+@dataclass(frozen=True)
+class ProposalContext:
+    """What ``on_proposal`` sees: the Mission and one open Work Proposal (``proposalId``,
+    ``proposedBy``, ``title``, ``details``: its goal, rationale and draft contract)."""
+
+    mission: Json
+    proposal: Json
+
+
 PlanFn = Callable[[PlanningContext], Awaitable[Plan]]
 ReviewFn = Callable[[ReviewContext], Awaitable[Review]]
 ChangesFn = Callable[[ChangesContext], Awaitable[Plan]]
+ProposalFn = Callable[[ProposalContext], Awaitable[PlannedItem | None]]
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
@@ -175,6 +185,7 @@ class Coordinator:
         self.planner: PlanFn | None = None
         self.reviewer: ReviewFn | None = None
         self.replanner: ChangesFn | None = None
+        self.proposals: ProposalFn | None = None
 
     @property
     def agent_id(self) -> str:
@@ -197,6 +208,14 @@ class Coordinator:
         """Register ``async def review(ctx: ReviewContext) -> Review`` for submitted results."""
         _async(fn, "review")
         self.reviewer = fn
+        return fn
+
+    def on_proposal(self, fn: ProposalFn) -> ProposalFn:
+        """Register ``async def decide(ctx: ProposalContext) -> PlannedItem | None``: a
+        Worker's Work Proposal becomes that WorkItem (authorized citing the proposal), or
+        stays open (None; without this function every proposal stays open)."""
+        _async(fn, "on_proposal")
+        self.proposals = fn
         return fn
 
     def on_changes_requested(self, fn: ChangesFn) -> ChangesFn:

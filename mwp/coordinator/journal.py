@@ -61,7 +61,9 @@ class PlanJournal:
             return []
         document = json.loads(path.read_text("utf-8"))
         return [
-            JournaledPlan(p["answers"], tuple(_item(i) for i in p["items"]))
+            JournaledPlan(
+                p["answers"], tuple(_item(i) for i in p["items"]), bool(p.get("proposal"))
+            )
             for p in document["plans"]
         ]
 
@@ -70,7 +72,12 @@ class PlanJournal:
         document = {
             "groupId": group_id,
             "plans": [
-                {"answers": p.answers, "items": [_item_json(i) for i in p.items]} for p in plans
+                {
+                    "answers": p.answers,
+                    "items": [_item_json(i) for i in p.items],
+                    "proposal": p.proposal,
+                }
+                for p in plans
             ],
         }
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,8 @@ taken (its Events not yet seen) is at worst refused by the Authority and asked a
 * ``Renew`` the Coordinator lease when it was granted under another Session (the runtime's
   HELLO opened a new one) or less than a third of ``lease_seconds`` is left.
 * ``NeedPlan`` for an active Mission with no plan; ``NeedReplan`` when the MissionOwner
-  requested changes that no journaled plan answers yet.
+  requested changes that no journaled plan answers yet; ``NeedProposal`` for each open Work
+  Proposal no journaled plan answers (an item answering one is authorized citing it).
 * ``Authorize`` each planned item not yet authorized (its WorkItem ID derives from the Group
   and its key).
 * ``Offer`` an ``open`` or ``failed`` item once every dependency is ``verified`` and it has no
@@ -47,6 +48,7 @@ class JournaledPlan:
 
     answers: str
     items: tuple[PlannedItem, ...]
+    proposal: bool = False  # ``answers`` is a Work Proposal's ID: its item cites it
 
 
 @dataclass(frozen=True)
@@ -65,10 +67,16 @@ class NeedReplan:
 
 
 @dataclass(frozen=True)
+class NeedProposal:
+    proposal: Json
+
+
+@dataclass(frozen=True)
 class Authorize:
     item: PlannedItem
     work_item_id: str
     contract: Json
+    proposal_id: str | None = None  # the open Work Proposal it answers
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,9 @@ class SubmitMission:
     artifact_hashes: tuple[str, ...]
 
 
-Step = Renew | NeedPlan | NeedReplan | Authorize | Offer | ReviewResult | SubmitMission
+Step = (
+    Renew | NeedPlan | NeedReplan | NeedProposal | Authorize | Offer | ReviewResult | SubmitMission
+)
 
 
 IdOf = Callable[[str, str], str]  # (Group ID, plan key) -> WorkItem ID
@@ -202,12 +212,23 @@ def next_steps(
     answered = {p.answers for p in plans}
     if approval.get("decision") == "changes_requested" and approval["approvalId"] not in answered:
         return [*steps, NeedReplan(dict(approval))]
+    unanswered = [p for p in mission.get("proposals") or [] if p["proposalId"] not in answered]
+    if unanswered:
+        return [*steps, *(NeedProposal(dict(p)) for p in unanswered)]
     group_id = str(mission["groupId"])
+    open_proposals = {p["proposalId"] for p in mission.get("proposals") or []}
     planned = [item for plan in plans for item in plan.items]
+    cites = {
+        item.key: plan.answers
+        for plan in plans
+        if plan.proposal and plan.answers in open_proposals
+        for item in plan.items
+    }
     ids = {item.key: id_of(group_id, item.key) for item in planned}
     for item in planned:
         if ids[item.key] not in items:
-            steps.append(Authorize(item, ids[item.key], contract_of(item, group_id, now, id_of)))
+            contract = contract_of(item, group_id, now, id_of)
+            steps.append(Authorize(item, ids[item.key], contract, cites.get(item.key)))
     if any(isinstance(s, Authorize) for s in steps):
         return steps  # offer once the graph is whole
     verified = {i for i, view in items.items() if view.get("state") == "verified"}

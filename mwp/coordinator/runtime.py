@@ -32,6 +32,7 @@ from mwp.coordinator.declaration import (
     Coordinator,
     Plan,
     PlanningContext,
+    ProposalContext,
     Review,
     ReviewContext,
 )
@@ -40,8 +41,10 @@ from mwp.coordinator.performance import RULE as PERFORMANCE_RULE
 from mwp.coordinator.performance import PerformanceRecords
 from mwp.coordinator.reconcile import (
     Authorize,
+    IdOf,
     JournaledPlan,
     NeedPlan,
+    NeedProposal,
     NeedReplan,
     Offer,
     Renew,
@@ -50,6 +53,7 @@ from mwp.coordinator.reconcile import (
     SubmitMission,
     next_steps,
     selection_basis,
+    work_item_id,
 )
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import GroupAuthority
@@ -87,9 +91,9 @@ class GroupProjection:
 
     def items(self) -> dict[str, Json]:
         views = {}
-        for work_item_id in self.authority.work_item_ids():
+        for item_id in self.authority.work_item_ids():
             with contextlib.suppress(KeyError):
-                views[work_item_id] = self.authority.work_item_view(work_item_id)
+                views[item_id] = self.authority.work_item_view(item_id)
         return views
 
 
@@ -104,8 +108,10 @@ class CoordinatorRuntime:
         *,
         report: Callable[[str], None] = print,
         clock: Callable[[], datetime] = _now,
+        id_of: IdOf = work_item_id,
     ) -> None:
         self.coordinator = coordinator
+        self.id_of = id_of  # how a plan key names its WorkItem
         self.link = link
         self.journal = journal
         self.report = report
@@ -182,6 +188,7 @@ class CoordinatorRuntime:
             session_epoch=self.link.session_epoch,
             lease_seconds=self.coordinator.lease_seconds,
             now=self.clock(),
+            id_of=self.id_of,
         )
         for step in steps:
             try:
@@ -234,10 +241,25 @@ class CoordinatorRuntime:
                 f"{len(plan.items)} more WorkItems"
             )
             self.changed.set()
-        elif isinstance(step, Authorize):
-            await self._send(
-                group, "work.authorize", {"contract": step.contract}, work_item_id=step.work_item_id
+        elif isinstance(step, NeedProposal):
+            proposal = step.proposal
+            answer = None
+            if coordinator.proposals is not None:
+                answer = await coordinator.proposals(ProposalContext(mission, proposal))
+            items = (answer,) if answer is not None else ()
+            self.journal.add(
+                group.group_id, JournaledPlan(str(proposal["proposalId"]), items, proposal=True)
             )
+            taken = f"taken as {answer.key!r}" if answer is not None else "left open"
+            self.report(
+                f"Mission {mission['missionId']}: proposal {proposal.get('title')!r} {taken}"
+            )
+            self.changed.set()
+        elif isinstance(step, Authorize):
+            payload: Json = {"contract": step.contract}
+            if step.proposal_id is not None:
+                payload["proposalId"] = step.proposal_id
+            await self._send(group, "work.authorize", payload, work_item_id=step.work_item_id)
         elif isinstance(step, Offer):
             await self._offer(group, mission, step)
         elif isinstance(step, ReviewResult):
@@ -325,6 +347,7 @@ class CoordinatorRuntime:
             if kind in COORDINATOR_KINDS
             else None,
             work_item_id=work_item_id,
+            issued_at=format_utc(self.clock()),
         )
         events = await self.link.command(command)
         for event in events:

@@ -14,6 +14,7 @@ from mwp.coordinator.reconcile import (
     Authorize,
     JournaledPlan,
     NeedPlan,
+    NeedProposal,
     NeedReplan,
     Offer,
     Renew,
@@ -59,7 +60,10 @@ def steps(h: Harness, plans: list[JournaledPlan], **overrides: Any) -> list[Step
 def take(h: Harness, step: Step) -> None:
     """What the runtime sends for ``step`` (the harness signs with dummy signatures)."""
     if isinstance(step, Authorize):
-        h.submit(COORD, "work.authorize", {"contract": step.contract}, workItemId=step.work_item_id)
+        payload: dict[str, Any] = {"contract": step.contract}
+        if step.proposal_id is not None:
+            payload["proposalId"] = step.proposal_id
+        h.submit(COORD, "work.authorize", payload, workItemId=step.work_item_id)
     elif isinstance(step, Offer):
         available = format_utc(now_of(h) + timedelta(seconds=60))
         candidates = [
@@ -217,3 +221,36 @@ def test_work_item_ids_derive_from_the_group_and_key() -> None:
         != work_item_id("urn:mwp:group:two", "build")
     )
     assert a.startswith("urn:uuid:")
+
+
+def test_a_work_proposal_is_decided_once_and_its_item_cites_it(h: Harness, tmp_path: Any) -> None:
+    from mwp.coordinator.journal import PlanJournal
+
+    single = JournaledPlan("initial", (PlannedItem("analyse", "Analyse the requirements"),))
+    take(h, steps(h, [single])[0])
+    h.submit(W1, "work.propose", {"title": "Add a benchmark", "goal": "Measure the change."})
+
+    (asked,) = [s for s in steps(h, [single]) if isinstance(s, NeedProposal)]
+    proposal_id = asked.proposal["proposalId"]
+    assert asked.proposal["title"] == "Add a benchmark"
+    taken = JournaledPlan(proposal_id, (PlannedItem("bench", "Add a benchmark"),), proposal=True)
+    journal = PlanJournal(tmp_path)
+    journal.add(h.group_id, single)
+    journal.add(h.group_id, taken)
+    assert journal.plans(h.group_id) == [single, taken]  # as journaled, flag and all
+
+    due = steps(h, journal.plans(h.group_id))
+    (authorize,) = [s for s in due if isinstance(s, Authorize)]
+    assert authorize.proposal_id == proposal_id
+    take(h, authorize)
+    assert h.authority.mission_view()["proposals"] == []  # consumed by the authorization
+    assert not any(isinstance(s, NeedProposal) for s in steps(h, journal.plans(h.group_id)))
+
+
+def test_a_proposal_left_open_is_not_asked_about_again(h: Harness) -> None:
+    single = JournaledPlan("initial", (PlannedItem("analyse", "Analyse the requirements"),))
+    h.submit(W1, "work.propose", {"title": "Rewrite it all"})
+    (asked,) = [s for s in steps(h, [single]) if isinstance(s, NeedProposal)]
+    declined = JournaledPlan(asked.proposal["proposalId"], (), proposal=True)
+
+    assert not any(isinstance(s, NeedProposal) for s in steps(h, [single, declined]))
