@@ -128,6 +128,9 @@ async def test_an_owner_requests_changes_then_approves_in_the_browser(
         await rig.coordinate("mission.submit_for_approval", {"artifactHashes": hashes})
         second = (await rig.mission.view())["submission"]["missionRevision"]
         assert second > first
+        # A reload keeps the login and the key the browser imported (not the key file).
+        await page.reload()
+        await expect(page.locator("#who-name")).to_have_text(owner.principal.id)
         await page.click("text=← All Missions")
         await expect(row).to_contain_text("awaiting_approval")
         await row.locator("a").click()
@@ -135,6 +138,19 @@ async def test_an_owner_requests_changes_then_approves_in_the_browser(
         await page.click("#approve")
         await expect(page.locator("#notice")).to_contain_text("mission.approved")
         await expect(page.locator("#decided-text")).to_contain_text("approved by")
+        # Logging out forgets the key: logged in again without the file, nothing can sign.
+        await page.click("#logout")
+        await expect(page.locator("#login")).to_be_visible()
+        kept = await page.evaluate(
+            """() => new Promise((done) => {
+                 const o = indexedDB.open("mwp-console", 1);
+                 o.onsuccess = () => {
+                   const r = o.result.transaction("keys").objectStore("keys").get("current");
+                   r.onsuccess = () => done(r.result === undefined ? "none" : "kept");
+                 };
+               })"""
+        )
+        assert kept == "none"
         await browser.close()
 
     view = await rig.mission.view()

@@ -89,6 +89,37 @@ function show(section) {
   for (const id of ["login", "missions", "mission"]) $(id).hidden = id !== section;
 }
 
+// --- the key, kept across reloads -----------------------------------------------------------------
+// The CryptoKey is imported non-extractable and kept in this origin's IndexedDB: a reload can
+// sign again without the key file, nothing can read the private key back, and logging out
+// deletes it.
+
+function keyStore(mode, action) {
+  return new Promise((resolve, reject) => {
+    const opened = indexedDB.open("mwp-console", 1);
+    opened.onupgradeneeded = () => opened.result.createObjectStore("keys");
+    opened.onerror = () => reject(opened.error);
+    opened.onsuccess = () => {
+      const db = opened.result;
+      const request = action(db.transaction("keys", mode).objectStore("keys"));
+      request.onsuccess = () => { db.close(); resolve(request.result); };
+      request.onerror = () => { db.close(); reject(request.error); };
+    };
+  });
+}
+
+const keepKey = () =>
+  keyStore("readwrite", (s) => s.put({ key: state.key, identity: state.identity }, "current"));
+const forgetKey = () => keyStore("readwrite", (s) => s.delete("current"));
+
+async function restoreKey(principalId) {
+  const kept = await keyStore("readonly", (s) => s.get("current")).catch(() => undefined);
+  if (kept && kept.identity.id === principalId) {
+    state.key = kept.key;
+    state.identity = kept.identity;
+  }
+}
+
 // --- logging in ----------------------------------------------------------------------------------
 
 async function loadKey(file) {
@@ -116,6 +147,7 @@ async function logIn() {
       signature: await signBytes(challenge),
     });
     $("key-file").value = "";
+    await keepKey().catch(() => {});  // without IndexedDB: kept for this page only
     await route();
   } catch (error) {
     notice(`Login refused: ${error.message}`, true);
@@ -124,6 +156,7 @@ async function logIn() {
 
 async function logOut() {
   await api("POST", "/api/logout").catch(() => {});
+  await forgetKey().catch(() => {});
   state.key = state.identity = null;
   location.hash = "#/";
   await route();
@@ -321,6 +354,7 @@ async function route() {
     const me = await api("GET", "/api/me");
     $("who").hidden = false;
     $("who-name").textContent = me.principal.id;
+    if (!state.key) await restoreKey(me.principal.id);
   } catch (error) {
     $("who").hidden = true;
     show("login");
