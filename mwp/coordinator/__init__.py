@@ -9,6 +9,7 @@ plans; ``runtime`` follows the signed log through the gateway and takes the step
 from mwp.coordinator.declaration import (
     ChangesContext,
     Coordinator,
+    MessageContext,
     Plan,
     PlannedItem,
     PlanningContext,
@@ -20,6 +21,7 @@ from mwp.coordinator.declaration import (
 __all__ = [
     "ChangesContext",
     "Coordinator",
+    "MessageContext",
     "Plan",
     "PlannedItem",
     "PlanningContext",

@@ -149,10 +149,30 @@ class ProposalContext:
     proposal: Json
 
 
+@dataclass(frozen=True)
+class MessageContext:
+    """What ``on_message`` sees: the Mission and a Message another Member posted (a
+    clarification, say): its ``message`` document, ``text``, and the WorkItem whose
+    Conversation it is in (None in the planning Conversation)."""
+
+    mission: Json
+    message: Json
+    work_item: Json | None
+
+    @property
+    def text(self) -> str:
+        return "\n".join(
+            str(c.get("text", ""))
+            for c in self.message.get("content", [])
+            if c.get("type") == "text"
+        )
+
+
 PlanFn = Callable[[PlanningContext], Awaitable[Plan]]
 ReviewFn = Callable[[ReviewContext], Awaitable[Review]]
 ChangesFn = Callable[[ChangesContext], Awaitable[Plan]]
 ProposalFn = Callable[[ProposalContext], Awaitable[PlannedItem | None]]
+MessageFn = Callable[[MessageContext], Awaitable[str | None]]
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
@@ -186,6 +206,7 @@ class Coordinator:
         self.reviewer: ReviewFn | None = None
         self.replanner: ChangesFn | None = None
         self.proposals: ProposalFn | None = None
+        self.answerer: MessageFn | None = None
 
     @property
     def agent_id(self) -> str:
@@ -216,6 +237,14 @@ class Coordinator:
         stays open (None; without this function every proposal stays open)."""
         _async(fn, "on_proposal")
         self.proposals = fn
+        return fn
+
+    def on_message(self, fn: MessageFn) -> MessageFn:
+        """Register ``async def answer(ctx: MessageContext) -> str | None``: the reply, posted
+        in the same Conversation citing the Message (None: no reply). Each Message is
+        answered once, even across restarts."""
+        _async(fn, "on_message")
+        self.answerer = fn
         return fn
 
     def on_changes_requested(self, fn: ChangesFn) -> ChangesFn:

@@ -67,9 +67,26 @@ class PlanJournal:
             for p in document["plans"]
         ]
 
+    def _document(self, group_id: str) -> Json:
+        path = self._path(group_id)
+        if not path.exists():
+            return {"groupId": group_id, "plans": []}
+        document: Json = json.loads(path.read_text("utf-8"))
+        return document
+
+    def answered(self, group_id: str) -> set[str]:
+        """The IDs of the Messages the Coordinator answered (or chose not to) in the Group."""
+        return set(self._document(group_id).get("answered", []))
+
+    def answer(self, group_id: str, message_id: str) -> None:
+        document = self._document(group_id)
+        document["answered"] = [*document.get("answered", []), message_id]
+        self._write(group_id, document)
+
     def add(self, group_id: str, plan: JournaledPlan) -> None:
         plans = [*self.plans(group_id), plan]
         document = {
+            **self._document(group_id),
             "groupId": group_id,
             "plans": [
                 {
@@ -80,6 +97,9 @@ class PlanJournal:
                 for p in plans
             ],
         }
+        self._write(group_id, document)
+
+    def _write(self, group_id: str, document: Json) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self._path(group_id)
         partial = path.with_suffix(".partial")

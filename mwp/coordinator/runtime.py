@@ -30,6 +30,7 @@ from mwp.contracts.errors import RemoteMwpError
 from mwp.coordinator.declaration import (
     ChangesContext,
     Coordinator,
+    MessageContext,
     Plan,
     PlanningContext,
     ProposalContext,
@@ -84,6 +85,8 @@ class GroupProjection:
     # Wait for the log to reach this sequence (a step's Events) before deciding again.
     awaiting: int = 0
     left: bool = False  # coordinated by someone else now
+    # Messages others posted, to answer once the Group is decided on (on_message).
+    messages: list[Json] = field(default_factory=list)
 
     @property
     def caught_up(self) -> bool:
@@ -152,6 +155,12 @@ class CoordinatorRuntime:
         try:
             if group.authority.follow(event):
                 self.changed.set()
+                if (
+                    event["kind"] == "message.posted"
+                    and self.coordinator.answerer is not None
+                    and event["actor"]["id"] != self.coordinator.agent_id
+                ):
+                    group.messages.append(dict(event))
         except ValueError:
             log.warning("Group %s: Event %s out of order; skipped", group_id, event["eventId"])
 
@@ -190,6 +199,8 @@ class CoordinatorRuntime:
             now=self.clock(),
             id_of=self.id_of,
         )
+        if (mission.get("coordinator") or {}).get("agentId") == self.coordinator.agent_id:
+            await self._answer_messages(group, mission)
         for step in steps:
             try:
                 await self._take_step(group, mission, step)
@@ -270,6 +281,36 @@ class CoordinatorRuntime:
             )
             self.report(f"Mission {mission['missionId']}: submitted for Approval")
 
+    async def _answer_messages(self, group: GroupProjection, mission: Json) -> None:
+        answerer = self.coordinator.answerer
+        answered = self.journal.answered(group.group_id) if group.messages else set()
+        while group.messages and answerer is not None:
+            event = group.messages[0]
+            message = event["payload"]["message"]
+            if message["messageId"] not in answered:
+                work_item = None
+                for item_id, view in group.items().items():
+                    if view.get("conversationId") == event.get("conversationId"):
+                        work_item = group.authority.work_item_view(item_id)
+                try:
+                    reply = await answerer(MessageContext(mission, message, work_item))
+                    if reply:
+                        await self._send(
+                            group,
+                            "message.post",
+                            {
+                                "content": [{"type": "text", "text": reply}],
+                                "references": [message["messageId"]],
+                            },
+                            conversation_id=event.get("conversationId"),
+                        )
+                except Exception:
+                    log.exception("the Coordinator's on_message failed")
+                    self.report(f"Mission {mission['missionId']}: on_message failed (see the log)")
+                    return  # asked again at the next change
+                self.journal.answer(group.group_id, message["messageId"])
+            group.messages.pop(0)
+
     async def _offer(self, group: GroupProjection, mission: Json, step: Offer) -> None:
         available = format_utc(self.clock() + timedelta(seconds=60))
         capability = "@".join(step.capability)
@@ -333,7 +374,13 @@ class CoordinatorRuntime:
         self.report(f"Mission {mission['missionId']}: rejected {goal!r}: {verdict.comments}")
 
     async def _send(
-        self, group: GroupProjection, kind: str, payload: Json, *, work_item_id: str | None = None
+        self,
+        group: GroupProjection,
+        kind: str,
+        payload: Json,
+        *,
+        work_item_id: str | None = None,
+        conversation_id: str | None = None,
     ) -> None:
         epochs = group.authority.epochs_of(self.coordinator.agent_id)
         coordinator = epochs["coordinator"] or {}
@@ -347,6 +394,7 @@ class CoordinatorRuntime:
             if kind in COORDINATOR_KINDS
             else None,
             work_item_id=work_item_id,
+            conversation_id=conversation_id,
             issued_at=format_utc(self.clock()),
         )
         events = await self.link.command(command)

@@ -14,6 +14,7 @@ from mwp.agent import CardInfo
 from mwp.client import Identity
 from mwp.coordinator import (
     Coordinator,
+    MessageContext,
     Plan,
     PlannedItem,
     PlanningContext,
@@ -71,6 +72,13 @@ def coordinator() -> Coordinator:
     @c.review
     async def review(ctx: ReviewContext) -> Review:
         return Review.accept() if ctx.evidence_covers_every_criterion else Review.reject("No.")
+
+    @c.on_message
+    async def answer(ctx: MessageContext) -> str | None:
+        if "?" not in ctx.text:
+            return None
+        about = ctx.work_item["contract"]["goal"] if ctx.work_item else "the Mission"
+        return f"About {about}: use Markdown."
 
     @c.on_proposal
     async def proposal(ctx: ProposalContext) -> PlannedItem | None:
@@ -135,3 +143,49 @@ async def test_the_runtime_takes_a_group_to_approval_with_the_authoritys_consent
     assert kinds.count("work.authorize") == 3 and kinds.count("work.accept_result") == 3
     assert kinds[-1] == "mission.submit_for_approval"
     assert all(c["actor"]["id"] == COORD.id for c in cast(PureLink, rt.link).sent)
+
+
+async def test_a_question_is_answered_once_in_its_conversation_even_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    h = mission_harness()
+    journal = PlanJournal(tmp_path)
+
+    def fresh() -> CoordinatorRuntime:
+        return CoordinatorRuntime(
+            coordinator(),
+            cast(Any, PureLink(h)),
+            journal,
+            report=lambda line: None,
+            clock=lambda: datetime.fromisoformat(h.now.replace("Z", "+00:00")),
+            id_of=lambda group, key: item_id(key),
+        )
+
+    await settle(fresh(), h)
+    conversation = h.view("analyse")["conversationId"]
+    asked = h.submit(
+        W1,
+        "message.post",
+        {"content": [{"type": "text", "text": "Which format?"}]},
+        conversationId=conversation,
+    )
+    h.submit(W1, "message.post", {"content": [{"type": "text", "text": "Started."}]})
+    question = asked.events[0]["payload"]["message"]["messageId"]
+    rt = fresh()
+    await settle(rt, h)
+
+    replies = [
+        e for e in h.events if e["kind"] == "message.posted" and e["actor"]["id"] == COORD.id
+    ]
+    (reply,) = replies  # "Started." asks nothing: no reply
+    assert reply["conversationId"] == conversation
+    message = reply["payload"]["message"]
+    assert message["content"] == [{"type": "text", "text": "About Analyse: use Markdown."}]
+    assert message["references"] == [question]
+    assert question in journal.answered(h.group_id)
+    # A restarted runtime reads the same log and answers nothing again.
+    await settle(fresh(), h)
+    assert (
+        len([e for e in h.events if e["actor"]["id"] == COORD.id and e["kind"] == "message.posted"])
+        == 1
+    )
