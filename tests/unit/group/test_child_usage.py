@@ -23,21 +23,15 @@ from tests.unit.group.harness import (
     assert_valid_event,
     contract,
     fingerprint,
-    full_budget,
     item_id,
     selection_basis,
 )
 from tests.unit.group.test_child_missions import CHILD_GROUP, CHILD_MISSION, child_payload
+from tests.unit.group.test_resource_usage import ITEM_BUDGET, MISSION_BUDGET, with_currency
 
-MISSION_BUDGET = full_budget(
-    financialLimit=100,
-    modelTokenLimit=100_000,
-    toolCallLimit=100,
-    computeSecondsLimit=1000,
-    wallClockSecondsLimit=10_000,
-    externalSideEffectLimit=10,
-)
-PARENT_ITEM_BUDGET = full_budget(externalSideEffectLimit=2)  # 10 USD, 1000, 10, 60, 600, 2
+# The ledger tests' budgets: room at the Mission, the parent item's (10 USD, 1000, 10, 60,
+# 600, 2) binds first.
+PARENT_ITEM_BUDGET = ITEM_BUDGET
 CHILD_ITEM = "child-work"
 
 
@@ -45,10 +39,6 @@ def child_budget(unlimited: str = "toolCallLimit") -> dict[str, Any]:
     """A child budget that limits one dimension only, never ``unlimited``: the child alone
     would accept any amount of every other dimension."""
     return {"modelTokenLimit": 400} if unlimited != "modelTokenLimit" else {"toolCallLimit": 10}
-
-
-def with_currency(delta: dict[str, Any]) -> dict[str, Any]:
-    return {**delta, "currency": "USD"} if "financialLimit" in delta else dict(delta)
 
 
 def _state(snapshot: dict[str, Any]) -> dict[str, Any]:
