@@ -349,6 +349,13 @@ def _namespace(args: argparse.Namespace) -> str:
 
 
 def _gateway_settings(args: argparse.Namespace) -> Any:
+    return gateway_settings(args, offline_grace_seconds=args.offline_grace)
+
+
+def gateway_settings(args: argparse.Namespace, **options: Any) -> Any:
+    """The GatewaySettings of ``--gateway``, ``--gateway-ca`` and ``--gateway-artifacts``
+    (shared by `mwp agent run` and `mwp coordinator run`): `mwp dev`'s CA and Artifact
+    address when those are not given."""
     from mwp.agent.gateway_link import GatewaySettings
 
     ca = args.gateway_ca
@@ -357,7 +364,7 @@ def _gateway_settings(args: argparse.Namespace) -> Any:
     artifacts = args.gateway_artifacts
     if artifacts is None and args.gateway == defaults.gateway_url():
         artifacts = defaults.gateway_artifacts_url()  # `mwp dev`'s, wherever its port is
-    return GatewaySettings(args.gateway, ca, artifacts, offline_grace_seconds=args.offline_grace)
+    return GatewaySettings(args.gateway, ca, artifacts, **options)
 
 
 # Where `mwp dev` keeps its gateway's development CA, inside its state folder.

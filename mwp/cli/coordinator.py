@@ -52,8 +52,8 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mwp.agent.gateway_link import GatewaySettings, GatewayUnavailableError
-    from mwp.cli.agent import DEV_CA
+    from mwp.agent.gateway_link import GatewayUnavailableError
+    from mwp.cli.agent import gateway_settings
     from mwp.coordinator import Coordinator
     from mwp.coordinator.runtime import CoordinatorRuntime, run_coordinator
     from mwp.workers.agent import AgentWorkerError, load_declaration
@@ -65,13 +65,7 @@ def _run(args: argparse.Namespace) -> int:
     except AgentWorkerError as exc:
         print(f"mwp coordinator: {exc}", file=sys.stderr)
         return 1
-    ca = args.gateway_ca
-    if ca is None and (args.state_dir / DEV_CA).is_file():
-        ca = args.state_dir / DEV_CA
-    artifacts = args.gateway_artifacts
-    if artifacts is None and args.gateway == defaults.gateway_url():
-        artifacts = defaults.gateway_artifacts_url()
-    settings = GatewaySettings(args.gateway, ca, artifacts)
+    settings = gateway_settings(args)
 
     def ready(runtime: CoordinatorRuntime) -> None:
         print(f"Coordinator   {coordinator.agent_id}")
