@@ -186,11 +186,13 @@ class CoordinatorRuntime:
 
     async def _reconcile(self, group: GroupProjection) -> None:
         mission = group.authority.mission_view()
-        if not mission:
-            return
+        if (mission.get("coordinator") or {}).get("agentId") != self.coordinator.agent_id:
+            return  # a Group it works in, or one another Coordinator coordinates now
+        items = group.items()
+        await self._answer_messages(group, mission, items)
         steps = next_steps(
             mission,
-            group.items(),
+            items,
             self.journal.plans(group.group_id),
             coordinator_id=self.coordinator.agent_id,
             workers=self.coordinator.workers,
@@ -199,8 +201,6 @@ class CoordinatorRuntime:
             now=self.clock(),
             id_of=self.id_of,
         )
-        if (mission.get("coordinator") or {}).get("agentId") == self.coordinator.agent_id:
-            await self._answer_messages(group, mission)
         for step in steps:
             try:
                 await self._take_step(group, mission, step)
@@ -281,17 +281,19 @@ class CoordinatorRuntime:
             )
             self.report(f"Mission {mission['missionId']}: submitted for Approval")
 
-    async def _answer_messages(self, group: GroupProjection, mission: Json) -> None:
+    async def _answer_messages(
+        self, group: GroupProjection, mission: Json, items: Mapping[str, Json]
+    ) -> None:
         answerer = self.coordinator.answerer
-        answered = self.journal.answered(group.group_id) if group.messages else set()
-        while group.messages and answerer is not None:
+        if not group.messages or answerer is None:
+            return
+        answered = self.journal.answered(group.group_id)
+        by_conversation = {view.get("conversationId"): view for view in items.values()}
+        while group.messages:
             event = group.messages[0]
             message = event["payload"]["message"]
             if message["messageId"] not in answered:
-                work_item = None
-                for item_id, view in group.items().items():
-                    if view.get("conversationId") == event.get("conversationId"):
-                        work_item = group.authority.work_item_view(item_id)
+                work_item = by_conversation.get(event.get("conversationId"))
                 try:
                     reply = await answerer(MessageContext(mission, message, work_item))
                     if reply:
