@@ -32,6 +32,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="only the signed-document demo (no Temporal): sign, verify, admit",
     )
+    parser.add_argument(
+        "--proof-of-concept",
+        action="store_true",
+        help="the multi-process proof of concept (in progress: docs/proof-of-concept.md)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="with --proof-of-concept: print the report as JSON"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -40,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
         from mwp.dev.codec_demo import run_demo
 
         return 0 if run_demo(args.state_dir) else 1
+    if args.proof_of_concept:
+        return _proof_of_concept(args)
     from mwp.dev.mission_demo import demo_with_stack
 
     interrupted = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN and _Interrupted()
@@ -56,6 +66,21 @@ def run(args: argparse.Namespace) -> int:
         print("mwp demo: interrupted; the embedded stack is stopped", file=sys.stderr)
         return 130
     return 0 if ok else 1
+
+
+def _proof_of_concept(args: argparse.Namespace) -> int:
+    import json
+
+    from mwp.demo.run import run_proof_of_concept
+
+    out = (lambda line: print(line, file=sys.stderr)) if args.json else print
+    report = asyncio.run(run_proof_of_concept(args.state_dir / "proof-of-concept", out))
+    summary = report.to_json()
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"{summary['passed']} checks passed; failed: {summary['failed'] or 'none'}")
+    return 0 if summary["ok"] else 1
 
 
 class _Interrupted:

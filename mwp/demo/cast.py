@@ -1,0 +1,153 @@
+"""The proof of concept's agents, each loaded by its own process: `mwp agent run
+mwp.demo.cast:tester` and `mwp coordinator run mwp.demo.cast:lead` (the demo starts them).
+
+Keys and the Organization come from ``$MWP_STATE_DIR``, where the demo registered them. Each
+Worker serves one stage of software development; the tester serves both Missions (the shared
+Worker) with two execution slots, and checkpoints between its steps, where it can be preempted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from mwp.agent import Agent, CapabilityContext, CardInfo, EvidenceItem, Progress, Submission
+from mwp.client import KeyStore
+from mwp.client.state_dir import organization_id_of
+from mwp.coordinator import (
+    ChangesContext,
+    Coordinator,
+    Plan,
+    PlannedItem,
+    PlanningContext,
+    Review,
+    ReviewContext,
+)
+from mwp.core.trust.registry import Principal
+
+OWNER = "urn:mwp:human:ada"
+VERSION = "1.0.0"
+# Stage → (capability, the Worker that serves it).
+STAGES: dict[str, tuple[str, str]] = {
+    "requirements": ("mwp.demo.requirements", "analyst"),
+    "implementation": ("mwp.demo.implementation", "developer"),
+    "testing": ("mwp.demo.testing", "tester"),
+    "code-review": ("mwp.demo.code-review", "reviewer"),
+    "integration": ("mwp.demo.integration", "developer"),
+}
+WORKERS = ("analyst", "developer", "tester", "reviewer")
+SLOTS = {"tester": 2}
+# Seconds each checkpointed step of a run takes: long enough for runs in two Groups to overlap.
+STEP_SECONDS = float(os.environ.get("MWP_DEMO_STEP_SECONDS", "0.5"))
+STEPS = 3
+ESTIMATE = "2030-01-01T00:00:00Z"  # each run's revised finish estimate, well ahead
+
+
+def agent_id(name: str) -> str:
+    return f"urn:mwp:agent:{name}"
+
+
+def capabilities_of(name: str) -> list[str]:
+    return sorted({capability for capability, worker in STAGES.values() if worker == name})
+
+
+def _state() -> Path:
+    return Path(os.environ.get("MWP_STATE_DIR", ".mwp"))
+
+
+def _card(name: str) -> CardInfo:
+    return CardInfo(organization_id_of(_state()), Principal("human", OWNER), name.title())
+
+
+def _worker(name: str) -> Agent:
+    identity = KeyStore.in_state_dir(_state()).load(f"agent-{name}")
+    agent = Agent(agent_id(name), identity, card=_card(name), max_concurrency=SLOTS.get(name, 1))
+    for capability in capabilities_of(name):
+        agent.capability(capability, VERSION)(_stage_work)
+    return agent
+
+
+async def _stage_work(ctx: CapabilityContext) -> Submission:
+    """Work in checkpointed steps (a safe point to preempt, and to resume after a restart),
+    then publish the stage's result and Evidence covering every acceptance criterion."""
+    state = ctx.resume_state or {"done": 0}
+    for step in range(state["done"], STEPS):
+        await asyncio.sleep(STEP_SECONDS)
+        state = {"done": step + 1}
+        progress = Progress(
+            "working", [f"step {step + 1} of {STEPS}"], "publish", revised_estimate=ESTIMATE
+        )
+        await ctx.checkpoint(progress, state)
+    goal = ctx.contract["goal"]
+    text = f"{goal}\nDone in {STEPS} steps for WorkItem {ctx.work_item_id}.\n".encode()
+    report = await ctx.publish(text, media_type="text/plain", schema_uri="urn:mwp:schema:text")
+    criteria = [c["criterionId"] for c in ctx.contract["acceptanceCriteria"]]
+    return Submission([report], [EvidenceItem(f"{ctx.work_item_id}:evidence", criteria)])
+
+
+def _planned(key: str, goal: str, stage: str, depends_on: tuple[str, ...] = ()) -> PlannedItem:
+    capability, worker = STAGES[stage]
+    return PlannedItem(
+        key,
+        goal,
+        depends_on=depends_on,
+        capability=(capability, VERSION),
+        candidates=[agent_id(worker)],
+    )
+
+
+def _lead() -> Coordinator:
+    identity = KeyStore.in_state_dir(_state()).load("agent-lead")
+    lead = Coordinator(
+        agent_id("lead"),
+        identity,
+        card=_card("lead"),
+        workers=[agent_id(name) for name in WORKERS],
+    )
+
+    @lead.plan
+    async def plan(ctx: PlanningContext) -> Plan:
+        objective = ctx.objective
+        if objective.startswith("Fix"):  # a small Mission: the change and its tests
+            return Plan(
+                [
+                    _planned("implementation", f"Implement: {objective}", "implementation"),
+                    _planned("testing", f"Test: {objective}", "testing", ("implementation",)),
+                ]
+            )
+        chain = list(STAGES)
+        return Plan(
+            [
+                _planned(stage, f"{stage.title()}: {objective}", stage, tuple(chain[:i][-1:]))
+                for i, stage in enumerate(chain)
+            ]
+        )
+
+    @lead.review
+    async def review(ctx: ReviewContext) -> Review:
+        text = b"".join([await ctx.artifact(digest) for digest in ctx.artifact_hashes])
+        if ctx.evidence_covers_every_criterion and ctx.work_item["workItemId"].encode() in text:
+            return Review.accept("Read the result; its Evidence covers every criterion.")
+        return Review.reject("The result does not name its WorkItem, or Evidence is missing.")
+
+    @lead.on_changes_requested
+    async def revise(ctx: ChangesContext) -> Plan:
+        revision = f"revision-{len(ctx.work_items)}"  # unique per change request
+        return Plan(
+            [
+                _planned(revision, f"Revise: {ctx.reason}", "implementation", ("integration",)),
+                _planned(f"{revision}-tests", "Test the revision", "testing", (revision,)),
+            ]
+        )
+
+    return lead
+
+
+def __getattr__(name: str) -> object:
+    """``mwp agent run mwp.demo.cast:NAME`` loads only the declaration it runs."""
+    if name in WORKERS:
+        return _worker(name)
+    if name == "lead":
+        return _lead()
+    raise AttributeError(name)

@@ -1,0 +1,131 @@
+"""The demo's processes: `mwp dev`, each agent's runtime and the Coordinator's, started as
+separate OS processes with their output in a log file each, and ended by the PID the demo
+started (SIGTERM, then SIGKILL), or killed on purpose to inject a failure."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ProcessFailedError(RuntimeError):
+    """A demo process exited, or never said it was ready (the message quotes its log)."""
+
+
+@dataclass
+class DemoProcess:
+    name: str
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    cwd: Path
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    pids: list[int] = field(default_factory=list)
+
+    def start(self) -> None:
+        self.starts += 1
+        with self.log_path.open("ab") as log:
+            log.write(f"--- start {self.starts} ---\n".encode())
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "mwp", *self.argv],
+                cwd=self.cwd,
+                env={**os.environ, **self.env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # a terminal's Ctrl-C reaches only the demo
+            )
+        self.pids.append(self.process.pid)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def this_run(self) -> str:
+        """The log since the latest start."""
+        return self.log().rsplit(f"--- start {self.starts} ---\n", 1)[-1]
+
+    async def wait_for(self, text: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run = self.this_run()
+            if text in run:
+                return run
+            if self.process is not None and self.process.poll() is not None:
+                raise ProcessFailedError(f"{self.name} exited: {run[-1500:]}")
+            await asyncio.sleep(0.1)
+        raise ProcessFailedError(f"{self.name} did not print {text!r} in {timeout:.0f} s")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> int:
+        """SIGKILL: the process dies without stopping anything (an injected crash)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+        return self.process.pid
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if not self.alive():
+            return
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+
+@dataclass
+class Processes:
+    """Every process the demo started, stopped in reverse order at the end."""
+
+    cwd: Path
+    logs: Path
+    env: dict[str, str]
+    started: list[DemoProcess] = field(default_factory=list)
+
+    def start(self, name: str, *argv: str) -> DemoProcess:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        process = DemoProcess(name, argv, self.env, self.cwd, self.logs / f"{name}.log")
+        process.start()
+        self.started.append(process)
+        return process
+
+    async def run(self, *argv: str, timeout: float = 60.0) -> str:
+        """One `mwp` command to its end; its output, or ProcessFailedError."""
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "mwp",
+            *argv,
+            cwd=self.cwd,
+            env={**os.environ, **self.env},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            output, _ = await asyncio.wait_for(child.communicate(), timeout)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
+            raise ProcessFailedError(f"mwp {' '.join(argv)} took over {timeout:.0f} s") from None
+        text = output.decode(errors="replace")
+        if child.returncode != 0:
+            raise ProcessFailedError(f"mwp {' '.join(argv)} exited {child.returncode}: {text}")
+        return text
+
+    def stop_all(self) -> None:
+        for process in reversed(self.started):
+            with contextlib.suppress(Exception):
+                process.stop()

@@ -1,0 +1,46 @@
+"""The proof of concept, end to end (``mwp demo --proof-of-concept``): a fresh folder, the
+scenes of `mwp.demo.scenes` on the processes of `mwp.demo.setup`, every process the demo
+started stopped at the end, and the wall time and CPU it took in the report."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mwp.demo import scenes
+from mwp.demo.report import Report
+from mwp.demo.setup import ProofOfConcept
+
+
+def _clean(folder: Path) -> None:
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+
+
+async def run_proof_of_concept(
+    folder: Path, out: Callable[[str], None] = print, *, interactive: bool = False
+) -> Report:
+    report = Report(out)
+    _clean(folder)
+    started = time.monotonic()
+    cpu = os.times()
+    poc = ProofOfConcept(folder, report, interactive=interactive)
+    try:
+        await scenes.play(poc)
+    except Exception as exc:  # the report says which step stopped, and why
+        report.check("demo.completed", False, f"stopped: {type(exc).__name__}: {exc}"[:600])
+    finally:
+        poc.processes.stop_all()
+        after = os.times()
+        report.facts["wallSeconds"] = round(time.monotonic() - started, 1)
+        report.facts["demoCpuSeconds"] = round(after.user - cpu.user + after.system - cpu.system, 1)
+        report.facts["childCpuSeconds"] = round(
+            after.children_user - cpu.children_user + after.children_system - cpu.children_system,
+            1,
+        )
+        report.facts["logs"] = str(poc.processes.logs)
+    return report

@@ -1,0 +1,345 @@
+"""The demo's scenes, in order, each recording the named checks it proves (see `mwp.demo.run`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from mwp.client import KeyStore, MwpClient
+from mwp.client.missions import MissionHandle
+from mwp.client.state_dir import organization_id_of
+from mwp.core.errors import MwpError
+from mwp.demo import cast
+from mwp.demo.console_driver import ConsoleSession
+from mwp.demo.groups import GroupEvents, mirrored, proof, read_log
+from mwp.demo.setup import CHANGES, ProofOfConcept, in_state, owned_by, until
+
+Json = dict[str, Any]
+
+
+async def play(poc: ProofOfConcept) -> None:
+    check = poc.report.check
+    client = await poc.start()
+    full, small = await poc.missions(client)
+
+    # A Worker restart: the shared tester dies mid-run and comes back with --replace.
+    running = await until(
+        "the tester to run a WorkItem",
+        lambda: _first_nonempty(owned_by(m, "tester", "active") for m in (small, full)),
+    )
+    tester = poc.process("tester")
+    killed = tester.kill()
+    killed_at = time.time()
+    poc.report.out(f"killed the tester (PID {killed}) while it ran {running[0]['workItemId']}")
+    tester.argv = [*tester.argv, "--replace"]
+    tester.start()
+    await tester.wait_for("Task queue", 90)
+    queues = await poc.processes.run("agent", "status", cast.agent_id("tester"), "--json")
+
+    # A Coordinator failure: it dies once the full Mission's first stage is verified.
+    await until("the first stage to be verified", lambda: _verified(full, 1))
+    lead = poc.process("lead")
+    lead_killed = lead.kill()
+    poc.report.out(f"killed the Coordinator (PID {lead_killed})")
+    lead.start()
+    await lead.wait_for("Gateway", 90)
+
+    await until("both Missions to await Approval", lambda: _both(full, small, "awaiting_approval"))
+    owner = KeyStore.in_state_dir(poc.state).load("human-ada")
+    async with ConsoleSession(poc.console_url, owner) as console:
+        logged = await console.log_in()
+        check(
+            "console.login",
+            logged["principal"]["id"] == owner.principal.id,
+            "the MissionOwner logged in by signing the console's challenge",
+            principal=logged["principal"],
+            keyId=owner.key_id,
+        )
+        listed = {m["missionId"]: m for m in await console.missions()}
+        check(
+            "console.missions_at_a_glance",
+            all(listed.get(m.mission_id, {}).get("awaitingApproval") for m in (full, small)),
+            "the console lists both Missions as awaiting Approval",
+            missions={k: v["state"] for k, v in listed.items()},
+        )
+        detail = await console.mission(full.mission_id)
+        criteria = [c for item in detail["workItems"] for c in item["criteria"]]
+        check(
+            "console.evidence_per_criterion",
+            len(detail["workItems"]) == 5
+            and bool(criteria)
+            and all(c.get("evidence") for c in criteria),
+            "the Mission page shows every WorkItem with Evidence for each criterion",
+            workItems=len(detail["workItems"]),
+            criteria=len(criteria),
+        )
+        artifacts = detail["artifacts"]
+        read = [await console.artifact(full.mission_id, a["contentHash"]) for a in artifacts]
+        check(
+            "console.artifacts_hash_checked",
+            len(read) == 5 and all(ok for _, _, ok in read),
+            "every Artifact opens in the console, its bytes matching its content hash",
+            artifacts=[named for _, named, _ in read],
+        )
+        asked = await console.decide(full.mission_id, "request_changes", CHANGES)
+        check(
+            "human.change_request",
+            asked["events"] == ["mission.changes_requested"]
+            and asked["command"]["signature"]["keyId"] == owner.key_id,
+            "the owner's change request, signed with the owner's key in the console, is accepted",
+            events=asked["events"],
+            receipt=asked["receipt"]["signingHash"],
+        )
+        approved_small = await console.decide(small.mission_id, "approve")
+        check(
+            "console.approval",
+            approved_small["events"] == ["mission.approved"],
+            "the small Mission is approved from the console",
+            events=approved_small["events"],
+        )
+        first = (await full.view())["submission"]["missionRevision"]
+        await until("the revised Mission", lambda: _resubmitted(full, first))
+        approved = await console.decide(full.mission_id, "approve", "")
+        check(
+            "human.approves_revision",
+            approved["events"] == ["mission.approved"],
+            "the owner approves the revised Mission in the console",
+            events=approved["events"],
+        )
+
+    await _protocol_failures(poc, client, small)
+    await _prove_from_logs(poc, client, full, small, queues, killed_at, lead_killed)
+    await until("", lambda: in_state(full, "approved"), 5)
+
+
+async def _first_nonempty(probes: Any) -> Any:
+    for probe in probes:
+        found = await probe
+        if found:
+            return found
+    return None
+
+
+async def _verified(mission: MissionHandle, count: int) -> bool:
+    view = await mission.view()
+    verified: int = sum(w.get("state") == "verified" for w in view.get("workItems") or [])
+    return verified >= count
+
+
+async def _both(a: MissionHandle, b: MissionHandle, state: str) -> bool:
+    states = {(await m.view()).get("state") for m in (a, b)}
+    return states == {state}
+
+
+async def _resubmitted(mission: MissionHandle, revision: int) -> bool:
+    view = await mission.view()
+    submission = view.get("submission") or {}
+    return (
+        view.get("state") == "awaiting_approval" and submission.get("missionRevision") != revision
+    )
+
+
+def _refused(error: BaseException | None) -> str:
+    return error.code.value if isinstance(error, MwpError) else repr(error)
+
+
+async def _refusal(send: Any) -> str:
+    try:
+        await send
+    except MwpError as error:
+        return _refused(error)
+    return "accepted"
+
+
+async def _protocol_failures(
+    poc: ProofOfConcept, client: MwpClient, mission: MissionHandle
+) -> None:
+    """What a confused or hostile client sends, each refused typed and changing nothing."""
+    check = poc.report.check
+    keys = KeyStore.in_state_dir(poc.state)
+    owner = keys.load("human-ada")
+    before = await mission.sequence()
+    epochs = await mission.epochs(owner.principal.id)
+    note = owner.command(
+        "message.post",
+        {"content": [{"type": "text", "text": "Thanks, all."}]},
+        group_id=mission.group_id,
+        membership_epoch=epochs["membershipEpoch"],
+    )
+    posted = await mission.send_signed(note)
+    again = await mission.send_signed(note)
+    after = await mission.sequence()
+    check(
+        "failure.duplicate_delivery",
+        again["receipt"] == posted["receipt"] and not again["events"] and after == before + 1,
+        "the same signed Command delivered twice is accepted once: the second answers the "
+        "first receipt and appends no Event",
+        receipt=posted["receipt"]["signingHash"],
+        sequence=[before, after],
+    )
+    collision = owner.command(
+        "message.post",
+        {"content": [{"type": "text", "text": "Something else."}]},
+        group_id=mission.group_id,
+        membership_epoch=epochs["membershipEpoch"],
+        action_id=note["actionId"],
+    )
+    code = await _refusal(mission.send_signed(collision))
+    check(
+        "failure.action_id_collision",
+        code == "IDEMPOTENCY_CONFLICT" and await mission.sequence() == after,
+        "other content under an Action ID already used is refused, typed, changing nothing",
+        code=code,
+        actionId=note["actionId"],
+    )
+    stale_membership = owner.command(
+        "message.post",
+        {"content": [{"type": "text", "text": "From an old Membership."}]},
+        group_id=mission.group_id,
+        membership_epoch=epochs["membershipEpoch"] - 1,
+    )
+    code = await _refusal(mission.send_signed(stale_membership))
+    check(
+        "failure.stale_membership_epoch",
+        code.startswith("AUTH_STALE") or code.startswith("MEMBERSHIP"),
+        "a Command under an earlier Membership Epoch is refused",
+        code=code,
+    )
+    registry = client.registry(organization_id_of(poc.state))
+    sessions = await registry.session_epochs()
+    tester = keys.load("agent-tester")
+    tester_epochs = await mission.epochs(tester.principal.id)
+    stale_session = tester.command(
+        "message.post",
+        {"content": [{"type": "text", "text": "From a dead Session."}]},
+        group_id=mission.group_id,
+        session_epoch=sessions[tester.principal.id] - 1,
+        membership_epoch=tester_epochs["membershipEpoch"],
+    )
+    code = await _refusal(mission.send_signed(stale_session))
+    check(
+        "failure.stale_session_epoch",
+        code == "AUTH_STALE_SESSION",
+        "the killed tester's old Session is fenced: its Commands are refused",
+        code=code,
+        current=sessions[tester.principal.id],
+    )
+    lead = keys.load("agent-lead")
+    lead_epochs = await mission.epochs(lead.principal.id)
+    coordinator_epoch = (lead_epochs["coordinator"] or {}).get("coordinatorEpoch", 1)
+    stale_coordinator = lead.command(
+        "message.post",
+        {"content": [{"type": "text", "text": "As a former Coordinator."}]},
+        group_id=mission.group_id,
+        session_epoch=sessions[lead.principal.id],
+        membership_epoch=lead_epochs["membershipEpoch"],
+        coordinator_epoch=coordinator_epoch - 1,
+    )
+    code = await _refusal(mission.send_signed(stale_coordinator))
+    check(
+        "failure.stale_coordinator_epoch",
+        code == "AUTH_STALE_COORDINATOR",
+        "a Command under an earlier Coordinator Epoch is refused",
+        code=code,
+    )
+    item = next(w for w in (await mission.view())["workItems"] if w.get("state") == "verified")
+    stale_ownership = tester.command(
+        "work.checkpoint",
+        {
+            "ownershipEpoch": 0,
+            "leaseId": "urn:uuid:00000000-0000-4000-8000-000000000000",
+            "progress": {},
+        },
+        group_id=mission.group_id,
+        session_epoch=sessions[tester.principal.id],
+        membership_epoch=tester_epochs["membershipEpoch"],
+        work_item_id=item["workItemId"],
+    )
+    code = await _refusal(mission.send_signed(stale_ownership))
+    check(
+        "failure.stale_ownership_epoch",
+        code not in ("accepted", "INTERNAL_ERROR") and await mission.sequence() == after,
+        "work under an ownership it no longer holds is refused",
+        code=code,
+    )
+
+
+async def _prove_from_logs(
+    poc: ProofOfConcept,
+    client: MwpClient,
+    full: MissionHandle,
+    small: MissionHandle,
+    queues: str,
+    killed_at: float,
+    lead_killed: int,
+) -> None:
+    check = poc.report.check
+    evidence = await client.registry(organization_id_of(poc.state)).evidence()
+    logs: dict[str, GroupEvents] = {}
+    for name, mission in (("full", full), ("small", small)):
+        through = await mirrored(client, mission)
+        log, events = read_log(poc.store, mission.group_id)
+        verdict = log.verify_all(evidence)
+        check(
+            f"log.{name}.verifies",
+            verdict.ok and verdict.last_sequence == through,
+            f"the {name} Mission's Group Event log is signed, hash-chained and verifies",
+            verified=verdict.verified,
+            fault=str(verdict.fault or ""),
+        )
+        logs[name] = events
+    _stages(poc, logs["full"])
+    a, b = logs["full"], logs["small"]
+    tester, developer = cast.agent_id("tester"), cast.agent_id("developer")
+    check(
+        "scheduling.shared_worker",
+        all(g.by(a_id, ["work.started"]) for g in (a, b) for a_id in (tester, developer)),
+        "the tester and the developer work in both Groups",
+        started={n: len(g.by(tester, ["work.started"])) for n, g in logs.items()},
+    )
+    poc.report.facts.update(
+        testerStatus=queues[:2000], testerKilledAt=killed_at, coordinatorKilled=lead_killed
+    )
+
+
+def _stages(poc: ProofOfConcept, events: GroupEvents) -> None:
+    check = poc.report.check
+    items: dict[str, str] = {}
+    for authorized in events.of("work.authorized"):
+        goal = authorized["payload"]["workItem"]["contract"]["goal"]
+        items.setdefault(goal.split(":", 1)[0].lower().replace(" ", "-"), authorized["workItemId"])
+    previous: Json | None = None
+    for stage, (capability, worker) in cast.STAGES.items():
+        item = items.get(stage)
+        chain = [
+            events.first(kind, item)
+            for kind in (
+                "work.authorized",
+                "work.offer.created",
+                "work.offer.accepted",
+                "work.started",
+                "work.submitted",
+                "work.result.accepted",
+            )
+        ]
+        accepted = chain[2]
+        ok = (
+            item is not None
+            and all(chain)
+            and accepted is not None
+            and accepted["actor"]["id"] == cast.agent_id(worker)
+            and chain[5] is not None
+            and chain[5]["actor"]["id"] == cast.agent_id("lead")
+            and (previous is None or chain[3]["sequence"] > previous["sequence"])  # type: ignore[index]
+        )
+        check(
+            f"stage.{stage}",
+            ok,
+            f"{stage}: authorized with its Work Contract, offered, taken by the {worker}, "
+            "started under a lease, submitted with Evidence, accepted by the Coordinator's "
+            "review, and started only after the stage before was verified",
+            workItemId=item,
+            capability=capability,
+            events=proof(chain),
+        )
+        previous = chain[5]

@@ -1,0 +1,194 @@
+"""The proof of concept's cast on stage: its processes, its Organization and its Missions,
+and the waits the scenes share (`mwp.demo.run` runs it all).
+
+`mwp dev` (Temporal, the authority worker, the Group gateway, the console) runs as one process;
+four Workers and the Coordinator each run as their own process through the gateway
+(`mwp.demo.cast`). Two software-development Missions run at once in one Organization, sharing
+the tester and the developer. While they run the demo kills the shared tester and restarts it
+(its queues are rebuilt), kills the Coordinator and restarts it (it renews its lease under a new
+Session and plans nothing twice); the MissionOwner requests changes in the console, and
+approves the revised Mission there. Then it sends what a hostile or confused client would
+(replays, Action ID collisions, stale epochs) and reads every Group's signed log as proof.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from mwp.client import KeyStore, MwpClient, connect
+from mwp.client.missions import MissionClient, MissionHandle, in_seconds
+from mwp.client.state_dir import organization_id_of
+from mwp.demo import cast
+from mwp.demo.processes import Processes
+from mwp.demo.report import Report
+from mwp.dev.scenario import definition_of_done, mission_budget
+from mwp.dev.stack import free_port, stack_config
+from mwp.stores.objects import open_store
+
+Json = dict[str, Any]
+STATE = ".mwp"  # inside the demo's folder: every `mwp` command's default state folder
+FULL = "Add CSV export to the reports service"
+SMALL = "Fix the date parser's time-zone bug"
+CHANGES = "Also export the totals row."
+SETTLE_SECONDS = 240.0
+
+
+class DemoStoppedError(RuntimeError):
+    """A step of the demo could not go on (the report so far says where)."""
+
+
+async def until(
+    what: str, probe: Callable[[], Awaitable[Any]], timeout: float = SETTLE_SECONDS
+) -> Any:
+    """Poll ``probe`` until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = await probe()
+        if found:
+            return found
+        await asyncio.sleep(0.2)
+    raise DemoStoppedError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class ProofOfConcept:
+    def __init__(self, folder: Path, report: Report, *, interactive: bool = False) -> None:
+        self.folder = folder
+        self.state = folder / STATE
+        self.report = report
+        self.interactive = interactive
+        ports = {name: free_port() for name in ("temporal", "ui", "gw", "art", "console")}
+        self.address = f"127.0.0.1:{ports['temporal']}"
+        self.ui_url = f"http://127.0.0.1:{ports['ui']}"
+        self.console_url = f"http://127.0.0.1:{ports['console']}/"
+        env = {
+            "MWP_ADDRESS": self.address,
+            "MWP_UI_PORT": str(ports["ui"]),
+            "MWP_GATEWAY_PORT": str(ports["gw"]),
+            "MWP_ARTIFACT_PORT": str(ports["art"]),
+            "MWP_CONSOLE_PORT": str(ports["console"]),
+            "MWP_STATE_DIR": STATE,
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.processes = Processes(folder, folder / "logs", env)
+        self.store = open_store(stack_config(self.state).log_location)
+
+    # --- the parts ------------------------------------------------------------------------
+
+    async def start(self) -> MwpClient:
+        check = self.report.check
+        out = self.report.out
+        dev = self.processes.start("dev", "dev")
+        await dev.wait_for("Ready in", 120)
+        out(f"Temporal UI {self.ui_url}   console {self.console_url}")
+        self.report.facts.update(temporalUi=self.ui_url, console=self.console_url)
+        await self.processes.run("registry", "init")
+        await self.processes.run("registry", "add-human", "ada")
+        await self.processes.run(
+            "registry",
+            "add-agent",
+            "lead",
+            "--owner",
+            "ada",
+            "--capability",
+            "mwp.coordination@1.0.0",
+        )
+        for name in cast.WORKERS:
+            declared = [f"--capability={c}@{cast.VERSION}" for c in cast.capabilities_of(name)]
+            await self.processes.run("registry", "add-agent", name, "--owner", "ada", *declared)
+        client = await connect(self.address, "default")
+        organization = organization_id_of(self.state)
+        registry = client.registry(organization)
+        cards = {n: await registry.agent_card(cast.agent_id(n)) for n in (*cast.WORKERS, "lead")}
+        check(
+            "organization.agent_cards",
+            all(cards.values())
+            and all(
+                sorted(c["id"] for c in card["capabilities"]) == cast.capabilities_of(name)
+                for name, card in cards.items()
+                if name != "lead" and card
+            ),
+            "every agent is registered with an Agent Card declaring its stage's capability",
+            cards={n: c and c["cardVersion"] for n, c in cards.items()},
+        )
+        for name in cast.WORKERS:
+            self.processes.start(name, "agent", "run", f"mwp.demo.cast:{name}")
+        self.processes.start("lead", "coordinator", "run", "mwp.demo.cast:lead")
+        for process in self.processes.started[1:]:
+            await process.wait_for("Gateway" if process.name == "lead" else "Task queue", 90)
+        pids = {p.name: p.process.pid for p in self.processes.started if p.process}
+        check(
+            "agents.own_processes",
+            len(set(pids.values())) == len(pids) == 6
+            and all(p.alive() for p in self.processes.started),
+            "the stack, four Workers and the Coordinator are six live processes",
+            pids=pids,
+        )
+        async with aiohttp.ClientSession() as http:
+            async with http.get(self.ui_url) as answer:
+                check(
+                    "stack.temporal_ui",
+                    answer.status == 200,
+                    "the Temporal UI answers",
+                    status=answer.status,
+                )
+            async with http.get(self.console_url) as answer:
+                page = await answer.text()
+                check(
+                    "stack.console",
+                    answer.status == 200 and "<html" in page.lower(),
+                    "the console serves its page",
+                    status=answer.status,
+                )
+        lines = {n: self.processes.started[i + 1].this_run() for i, n in enumerate(cast.WORKERS)}
+        check(
+            "agents.through_gateway",
+            all("wss://" in text for text in lines.values()),
+            "every Worker runtime reached its Groups through the gateway (wss://)",
+            said={n: [ln for ln in t.splitlines() if "wss://" in ln][:1] for n, t in lines.items()},
+        )
+        return client
+
+    def process(self, name: str) -> Any:
+        return next(p for p in self.processes.started if p.name == name)
+
+    async def missions(self, client: MwpClient) -> tuple[MissionHandle, MissionHandle]:
+        owner = KeyStore.in_state_dir(self.state).load("human-ada")
+        missions = MissionClient(client, organization_id_of(self.state))
+
+        async def create(objective: str) -> MissionHandle:
+            mission, _ = await missions.create(
+                owner,
+                objective=objective,
+                coordinator_agent_id=cast.agent_id("lead"),
+                definition_of_done=definition_of_done(f"{objective}: delivered and tested."),
+                budget=mission_budget(),
+                deadline=in_seconds(7 * 86400),
+            )
+            return mission
+
+        full, small = await asyncio.gather(create(FULL), create(SMALL))
+        self.report.out(f"Missions {full.mission_id} and {small.mission_id} created")
+        return full, small
+
+
+async def owned_by(mission: MissionHandle, agent: str, state: str) -> list[Json]:
+    view = await mission.view()
+    found = []
+    for listed in view.get("workItems") or []:
+        if listed.get("state") != state:
+            continue
+        item = await mission.work_item(listed["workItemId"])
+        if (item.get("owner") or {}).get("agentId") == cast.agent_id(agent):
+            found.append(item)
+    return found
+
+
+async def in_state(mission: MissionHandle, state: str) -> Json | None:
+    view = await mission.view()
+    return view if view.get("state") == state else None
