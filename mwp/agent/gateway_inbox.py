@@ -17,7 +17,8 @@ must know of older Events (a WorkItem's contract, the agent's Membership Epoch) 
 object per Group and round, named by the sequences it holds) before its position is
 acknowledged, and a restarted runtime rebuilds its
 :class:`~mwp.agent.gateway_views.GroupViews` from it. Runtimes before the batched journal wrote
-one object per Event; both are read.
+one object per Event; both are read. Each agent journals under its own key prefix: agents run
+from one state folder share its store, and one agent's journal is not another's history.
 """
 
 from __future__ import annotations
@@ -49,23 +50,42 @@ log = logging.getLogger(__name__)
 
 CLAUSES: tuple[str, ...] = ("MWP-WRK-008", "MWP-MSN-012")
 
-JOURNAL_PREFIX = "gateway-journal/"
+JOURNAL_PREFIX = "gateway-journals/"  # then the agent's segment: agents may share one store
+# Where runtimes before 0.6.1 journaled, per Group only: read while an agent has nothing of its
+# own for a Group yet, so a runtime upgraded mid-Mission still rebuilds what it had.
+LEGACY_JOURNAL_PREFIX = "gateway-journal/"
 # How often the inbox compares the Scheduler's Cursors with what it signalled: a Scheduler
 # rebuilt from nothing is fed again within this long.
 RESYNC_SECONDS = 5.0
 
 
-def journal_key(group_id: str, first: int, last: int | None = None) -> str:
+def _journal_prefix(group_id: str, agent_id: str | None) -> str:
+    if agent_id is None:
+        return f"{LEGACY_JOURNAL_PREFIX}{group_segment(group_id)}/"
+    return f"{JOURNAL_PREFIX}{group_segment(agent_id)}/{group_segment(group_id)}/"
+
+
+def journal_key(
+    group_id: str, first: int, last: int | None = None, *, agent_id: str | None = None
+) -> str:
     """One Event's object (``last`` None: as runtimes before batching wrote them) or a round's
-    (its lowest and highest sequence); both sort by their first sequence."""
+    (its lowest and highest sequence); both sort by their first sequence. ``agent_id`` None:
+    the key a runtime before 0.6.1 wrote."""
     span = f"{first:016d}" if last is None else f"{first:016d}-{last:016d}"
-    return f"{JOURNAL_PREFIX}{group_segment(group_id)}/{span}.json"
+    return f"{_journal_prefix(group_id, agent_id)}{span}.json"
 
 
-def read_journal(store: ObjectStore, group_id: str) -> list[Json]:
-    """The Events journaled for ``group_id``, in Group order, each once (a round written again
-    after a crash may overlap an earlier one)."""
-    prefix = f"{JOURNAL_PREFIX}{group_segment(group_id)}/"
+def read_journal(store: ObjectStore, group_id: str, agent_id: str | None = None) -> list[Json]:
+    """The Events ``agent_id`` journaled for ``group_id``, in Group order, each once (a round
+    written again after a crash may overlap an earlier one); the legacy journal of the Group
+    when the agent has none of its own there."""
+    own = _read_prefix(store, _journal_prefix(group_id, agent_id))
+    if own or agent_id is None:
+        return own
+    return _read_prefix(store, _journal_prefix(group_id, None))
+
+
+def _read_prefix(store: ObjectStore, prefix: str) -> list[Json]:
     events: dict[int, Json] = {}
     after: str | None = None
     while True:
@@ -225,7 +245,7 @@ class GatewayInboxes:
         if group is None:
             group = self._groups[group_id] = GroupFeed(group_id, self._held.get(group_id))
             views = self.link.group(group_id)
-            journaled = await asyncio.to_thread(read_journal, self.journal, group_id)
+            journaled = await asyncio.to_thread(read_journal, self.journal, group_id, self.agent_id)
             for event in journaled:
                 views.apply(event)
             group.mission_id = views.mission_id or ""
@@ -240,7 +260,9 @@ class GatewayInboxes:
         for group in self._groups.values():
             stored = held.get(group.group_id)
             if stored != group.held:
-                journaled = await asyncio.to_thread(read_journal, self.journal, group.group_id)
+                journaled = await asyncio.to_thread(
+                    read_journal, self.journal, group.group_id, self.agent_id
+                )
                 self._replay(group, stored, journaled)
         await self._flush()
 
@@ -260,7 +282,7 @@ class GatewayInboxes:
     def _write_journal(self, group_id: str, events: list[Json]) -> None:
         # One durable write per round, not per Event: each write is fsynced.
         sequences = [int(event["sequence"]) for event in events]
-        key = journal_key(group_id, min(sequences), max(sequences))
+        key = journal_key(group_id, min(sequences), max(sequences), agent_id=self.agent_id)
         self.journal.put_if_absent(key, canonicalize(events))
 
     def _refused(self, wire: Mapping[str, Any]) -> None:

@@ -4,15 +4,25 @@ started stopped at the end, and the wall time and CPU it took in the report."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mwp.demo import scenes
+from mwp.demo import cast, scenes
 from mwp.demo.report import Report
 from mwp.demo.setup import ProofOfConcept
+
+
+async def _keep_schedulers(poc: ProofOfConcept) -> None:
+    """After a failure: each Worker's Scheduler status (its queues, declines, slots) in the
+    logs folder, for whoever looks into why."""
+    for name in cast.WORKERS:
+        with contextlib.suppress(Exception):
+            status = await poc.processes.run("agent", "status", cast.agent_id(name), "--json")
+            (poc.processes.logs / f"{name}.status.json").write_text(status)
 
 
 def _clean(folder: Path) -> None:
@@ -33,6 +43,7 @@ async def run_proof_of_concept(
         await scenes.play(poc)
     except Exception as exc:  # the report says which step stopped, and why
         report.check("demo.completed", False, f"stopped: {type(exc).__name__}: {exc}"[:600])
+        await _keep_schedulers(poc)
     finally:
         poc.processes.stop_all()
         after = os.times()

@@ -89,7 +89,7 @@ async def test_a_frame_taking_longer_than_the_wait_is_not_lost(tmp_path: Path) -
     await running
     signalled = [e["sequence"] for b in batches for e in b["events"]]
     assert signalled == [1, 2, 3]
-    assert [e["sequence"] for e in read_journal(journal, GROUP)] == [1, 2, 3]
+    assert [e["sequence"] for e in read_journal(journal, GROUP, AGENT)] == [1, 2, 3]
     assert link.acked and link.acked[-1] == 3
 
 
@@ -107,3 +107,23 @@ def test_the_journal_reads_rounds_and_single_events_in_group_order_each_once(
     journal.put_if_absent(journal_key(GROUP, 6), canonicalize(one[5]))
     assert read_journal(journal, GROUP) == one
     assert read_journal(journal, "urn:example:group:other") == []
+
+
+def test_agents_sharing_a_store_each_read_their_own_journal_and_old_runtimes_theirs(
+    tmp_path: Path,
+) -> None:
+    journal = open_store(str(tmp_path))
+    tester, developer = "urn:example:agent:tester", "urn:example:agent:developer"
+    seen = [{"groupId": GROUP, "sequence": n, "kind": "k"} for n in range(1, 6)]
+    # The developer was a member from the start; the tester joined at 4. Were the tester to
+    # read the developer's journal, it would take 1 to 3 as its own and skip what comes next.
+    journal.put_if_absent(journal_key(GROUP, 1, 5, agent_id=developer), canonicalize(seen))
+    assert read_journal(journal, GROUP, tester) == []
+    journal.put_if_absent(journal_key(GROUP, 4, 5, agent_id=tester), canonicalize(seen[3:]))
+    assert read_journal(journal, GROUP, tester) == seen[3:]
+    assert read_journal(journal, GROUP, developer) == seen
+    # A runtime from before per-agent journals left its Events under the Group alone.
+    other = "urn:example:group:older"
+    legacy = [{"groupId": other, "sequence": n, "kind": "k"} for n in (1, 2)]
+    journal.put_if_absent(journal_key(other, 1, 2), canonicalize(legacy))
+    assert read_journal(journal, other, tester) == legacy
