@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from mwp.client import KeyStore, MwpClient
+from mwp.client import Identity, KeyStore, MwpClient
 from mwp.client.missions import MissionHandle
 from mwp.client.state_dir import organization_id_of
 from mwp.core.errors import MwpError
@@ -139,6 +139,13 @@ async def _resubmitted(mission: MissionHandle, revision: int) -> bool:
     )
 
 
+def _message(identity: Identity, mission: MissionHandle, text: str, **epochs: Any) -> Json:
+    """A signed ``message.post`` of ``text`` in the Mission's Group, under ``epochs``."""
+    content = {"content": [{"type": "text", "text": text}]}
+    command: Json = identity.command("message.post", content, group_id=mission.group_id, **epochs)
+    return command
+
+
 def _refused(error: BaseException | None) -> str:
     return error.code.value if isinstance(error, MwpError) else repr(error)
 
@@ -160,10 +167,10 @@ async def _protocol_failures(
     owner = keys.load("human-ada")
     before = await mission.sequence()
     epochs = await mission.epochs(owner.principal.id)
-    note = owner.command(
-        "message.post",
-        {"content": [{"type": "text", "text": "Thanks, all."}]},
-        group_id=mission.group_id,
+    note = _message(
+        owner,
+        mission,
+        "Thanks, all.",
         membership_epoch=epochs["membershipEpoch"],
     )
     posted = await mission.send_signed(note)
@@ -177,10 +184,10 @@ async def _protocol_failures(
         receipt=posted["receipt"]["signingHash"],
         sequence=[before, after],
     )
-    collision = owner.command(
-        "message.post",
-        {"content": [{"type": "text", "text": "Something else."}]},
-        group_id=mission.group_id,
+    collision = _message(
+        owner,
+        mission,
+        "Something else.",
         membership_epoch=epochs["membershipEpoch"],
         action_id=note["actionId"],
     )
@@ -192,10 +199,10 @@ async def _protocol_failures(
         code=code,
         actionId=note["actionId"],
     )
-    stale_membership = owner.command(
-        "message.post",
-        {"content": [{"type": "text", "text": "From an old Membership."}]},
-        group_id=mission.group_id,
+    stale_membership = _message(
+        owner,
+        mission,
+        "From an old Membership.",
         membership_epoch=epochs["membershipEpoch"] - 1,
     )
     code = await _refusal(mission.send_signed(stale_membership))
@@ -209,10 +216,10 @@ async def _protocol_failures(
     sessions = await registry.session_epochs()
     tester = keys.load("agent-tester")
     tester_epochs = await mission.epochs(tester.principal.id)
-    stale_session = tester.command(
-        "message.post",
-        {"content": [{"type": "text", "text": "From a dead Session."}]},
-        group_id=mission.group_id,
+    stale_session = _message(
+        tester,
+        mission,
+        "From a dead Session.",
         session_epoch=sessions[tester.principal.id] - 1,
         membership_epoch=tester_epochs["membershipEpoch"],
     )
@@ -227,10 +234,10 @@ async def _protocol_failures(
     lead = keys.load("agent-lead")
     lead_epochs = await mission.epochs(lead.principal.id)
     coordinator_epoch = (lead_epochs["coordinator"] or {}).get("coordinatorEpoch", 1)
-    stale_coordinator = lead.command(
-        "message.post",
-        {"content": [{"type": "text", "text": "As a former Coordinator."}]},
-        group_id=mission.group_id,
+    stale_coordinator = _message(
+        lead,
+        mission,
+        "As a former Coordinator.",
         session_epoch=sessions[lead.principal.id],
         membership_epoch=lead_epochs["membershipEpoch"],
         coordinator_epoch=coordinator_epoch - 1,
