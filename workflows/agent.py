@@ -71,6 +71,7 @@ from mwp.core.scheduler import (
 )
 from mwp.core.scheduler.clock import seconds
 from mwp.core.scheduler.group_queue import snapshot_json
+from mwp.core.scheduler.model import Entry
 from mwp.core.trust.service_message import (
     FORMAT,
     MessageRefusedError,
@@ -199,7 +200,9 @@ class AgentWorkflow:
                 continue  # accepted elsewhere, withdrawn or fenced before we decided
             if entry.offer.expires_at <= seconds(now):
                 continue  # a replayed offer that has lapsed
-            decision = self._scheduler.admit(group_id, item_id, now)
+            decision = self._scheduler.admit(
+                group_id, item_id, now, verified_is_known=self._verified_is_known(group_id, entry)
+            )
             record: Json = {"groupId": group_id, "workItemId": item_id, "decidedAt": now}
             if isinstance(decision, Declined):
                 record.update(
@@ -220,6 +223,15 @@ class AgentWorkflow:
                     ACCEPT_OFFER, acceptance, f"accept {item_id}", self._accepted(item_id)
                 )
             _keep(self._decisions, record)
+
+    def _verified_is_known(self, group_id: str, entry: Entry) -> bool:
+        """Whether a dependency known only as verified counts as known: it changes a decision
+        only where one is so known, and only under the patch (before it, such an offer was
+        declined as depending on an unknown item)."""
+        queue = self._scheduler.queue(group_id)
+        if not (entry.terms.dependencies & queue.verified) - queue.terms.keys():
+            return False
+        return workflow.patched(patches.AGENT_CITED_RESULTS.id)
 
     def _owner_command(
         self, activity: str, arg: Any, summary: str, record: Callable[[Json], None]
@@ -489,6 +501,12 @@ class AgentWorkflow:
             self._missions[group_id] = batch.mission_id
             self._scheduler.join_group(group_id, batch.mission_id, self._policy(group_id))
         for event in batch.events:
+            if (
+                event.get("cited")
+                and event["kind"] == "work.result.accepted"
+                and not workflow.patched(patches.AGENT_CITED_RESULTS.id)
+            ):
+                continue  # as before the patch, when no inbox sent such an Event
             change = self._scheduler.apply(group_id, event)
             if (
                 change is not None

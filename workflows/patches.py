@@ -139,6 +139,18 @@ MISSION_CHILD_USAGE = Patch(
     "test_a_child_missions_usage_is_charged_to_its_parent_or_refused_in_both",
 )
 
+AGENT_CITED_RESULTS = Patch(
+    "agent-cited-results",
+    "2026-12-03",
+    "AgentWorkflow",
+    "a dependency's work.result.accepted that an offer's Context Package cites (the dependency "
+    "was verified before the Worker's visibility start) counts as verified: the Worker admits "
+    "the offer and starts the item, where before it declined (dependency unknown) or kept it "
+    "waiting",
+    shown_by="tests/integration/test_coordinator_runtime.py::"
+    "test_a_worker_new_to_the_group_starts_an_item_whose_dependency_was_verified_before_it",
+)
+
 # Oldest first.
 PATCHES: tuple[Patch, ...] = (
     MISSION_SEALED_MESSAGES,
@@ -151,4 +163,5 @@ PATCHES: tuple[Patch, ...] = (
     MISSION_LEDGER,
     MISSION_OVERSIGHT,
     MISSION_CHILD_USAGE,
+    AGENT_CITED_RESULTS,
 )

@@ -16,10 +16,13 @@ them to read the contract it is offered and to resume from where the last owner 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Final
 
 from mwp.client.identity import Identity, new_id, utc_now
+from mwp.core.group.ids import event_id
+
+CLAUSES: tuple[str, ...] = ("MWP-MSN-012", "MWP-WRK-027")
 
 CONTEXT_PACKAGE_PUBLISH: Final = "ext.missionweaveprotocol.core.context_package_publish"
 # The schema's bound on a package's summary.
@@ -43,6 +46,7 @@ def offer_context_package(
     context_package_id: str | None = None,
     previous: Mapping[str, Any] | None = None,
     generated_at: str | None = None,
+    dependencies: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """A Context Package for an offer of the WorkItem ``view`` (what ``work_item`` returns),
     signed by ``coordinator``, its generator.
@@ -50,7 +54,10 @@ def offer_context_package(
     It cites the item's ``contractEvents``, the Event of its latest checkpoint (when the view
     names it) and the contract's input Artifacts (only those in
     ``published_artifacts`` when given: the Group refuses a hash it has not published).
-    ``previous`` (an earlier package of the same item) makes this its next version."""
+    ``previous`` (an earlier package of the same item) makes this its next version.
+    ``dependencies`` (the views of the item's dependencies) adds, for each, the Event that
+    accepted its result when it is verified, else its ``contractEvents``: a newcomer learns
+    what its item waits on."""
     contract = view["contract"]
     cited = list(view.get("contractEvents") or [])
     if not cited:
@@ -58,7 +65,13 @@ def offer_context_package(
     checkpoint = view.get("checkpoint") or {}
     if checkpoint.get("eventId") and checkpoint.get("checkpointRef"):  # where to resume from
         cited.append({"sequence": checkpoint["sequence"], "eventId": checkpoint["eventId"]})
-        cited.sort(key=lambda e: int(e["sequence"]))
+    for dependency in dependencies:  # a view, or the record the Group keeps of a settled item
+        accepted = (dependency.get("result") or {}).get("acceptedEvent")
+        if accepted is None and dependency.get("acceptedSequence") is not None:
+            sequence = int(dependency["acceptedSequence"])
+            accepted = {"sequence": sequence, "eventId": event_id(view["groupId"], sequence)}
+        cited.extend([accepted] if accepted else dependency.get("contractEvents") or [])
+    cited = sorted({e["eventId"]: e for e in cited}.values(), key=lambda e: int(e["sequence"]))
     inputs = list(contract.get("inputArtifacts") or [])
     if published_artifacts is not None:
         inputs = [h for h in inputs if h in published_artifacts]

@@ -181,12 +181,22 @@ class MissionHandle:
     async def offer_context_package(
         self, coordinator: Identity, work_item_id: str, **options: Any
     ) -> dict[str, Any]:
-        """A signed Context Package for offering ``work_item_id`` (its view's contract Events
-        and the input Artifacts the Group published), to carry in a ``work.offer`` payload as
-        ``contextPackage``; ``options`` go to :func:`offer_context_package`."""
+        """A signed Context Package for offering ``work_item_id`` (its view's contract Events,
+        how each of its dependencies stands and the input Artifacts the Group published), to
+        carry in a ``work.offer`` payload as ``contextPackage``; ``options`` go to
+        :func:`offer_context_package`."""
         view = await self.work_item(work_item_id)
         published = {a["contentHash"] for a in (await self.view()).get("artifacts", [])}
-        return offer_context_package(view, coordinator, published_artifacts=published, **options)
+        dependencies = [
+            await self.work_item(d) for d in view["contract"].get("dependencyWorkItemIds", [])
+        ]
+        return offer_context_package(
+            view,
+            coordinator,
+            published_artifacts=published,
+            dependencies=dependencies,
+            **options,
+        )
 
     async def accept_result(
         self,

@@ -330,8 +330,15 @@ class CoordinatorRuntime:
         view = group.authority.work_item_view(step.work_item_id)
         if needs_context_package(mission, view, chosen):
             published = {a["contentHash"] for a in mission.get("artifacts", [])}
+            dependencies = [
+                _dependency(group.authority, d)
+                for d in view["contract"].get("dependencyWorkItemIds", [])
+            ]
             payload["contextPackage"] = offer_context_package(
-                view, self.coordinator.identity, published_artifacts=published
+                view,
+                self.coordinator.identity,
+                published_artifacts=published,
+                dependencies=dependencies,
             )
         await self._send(group, "work.offer", payload, work_item_id=step.work_item_id)
 
@@ -441,3 +448,11 @@ async def run_coordinator(
         if not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), RECONNECT_SECONDS)
+
+
+def _dependency(authority: GroupAuthority, work_item_id: str) -> Json:
+    """A dependency's view, or the record kept once it settled before a restore."""
+    try:
+        return authority.work_item_view(work_item_id)
+    except KeyError:
+        return authority.settled_work_item(work_item_id) or {}

@@ -132,7 +132,12 @@ class GroupReader:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._hint.wait(), self.safety_net_seconds)
         except MwpError as exc:  # a log that fails verification, or compacted past its start
-            log.error("the Group log of %s cannot be delivered: %s", self.group_id, exc.code)
+            log.error(
+                "the Group log of %s cannot be delivered: %s: %s",
+                self.group_id,
+                exc.code,
+                exc,
+            )
             self.fault = exc
         except Exception:
             log.exception("reading the Group log of %s failed", self.group_id)

@@ -12,8 +12,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+from temporalio import workflow
+
 from mwp.agent import CapabilityContext, CardInfo, Submission
-from mwp.client import Identity, MwpClient
+from mwp.client import Identity, MwpClient, connect
 from mwp.client.missions import MissionClient, in_seconds
 from mwp.coordinator import (
     ChangesContext,
@@ -30,6 +33,8 @@ from mwp.core.trust.registry import Principal
 from mwp.dev.scenario import definition_of_done, mission_budget
 from mwp.dev.stack import ensure_namespace
 from mwp.workers.agent import ensure_registered
+from mwp.workflows import patches
+from tests.histories import production_replayer
 from tests.integration.conftest import new_organization
 from tests.integration.gateway_agents import (
     AGENTS_NAMESPACE,
@@ -38,6 +43,7 @@ from tests.integration.gateway_agents import (
     covering_submission,
     gateway_runtime,
     sample_agent,
+    scheduler_of,
 )
 from tests.integration.missions_helper import eventually
 
@@ -173,3 +179,101 @@ async def test_a_coordinator_sdk_runs_a_mission_to_approval_through_the_gateway(
         "work.result.accepted",
         "mission.submitted_for_approval",
     }
+
+
+async def test_a_worker_new_to_the_group_starts_an_item_whose_dependency_was_verified_before_it(
+    mwp_client: MwpClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tester first joins the Group when it is offered the tests, whose dependency (the
+    change) was verified before: the offer's Context Package cites the Event that accepted
+    the change, so the tester admits the item and starts it at once (MWP-MSN-012). Its
+    AgentWorkflow history replays, and no longer does with the patch's check removed."""
+    organization = await new_organization(mwp_client)
+    owner = organization.identity("human", f"owner-{tmp_path.name[-8:]}")
+    await organization.registry.register_binding(owner)
+    writer = sample_agent(organization.organization_id, "Writer")
+    tester = sample_agent(organization.organization_id, "Tester")
+
+    @writer.capability("mwp.dev.general", "1.0.0")
+    async def write(ctx: CapabilityContext) -> Submission:
+        return await covering_submission(ctx, f"done: {ctx.contract['goal']}".encode())
+
+    @tester.capability("mwp.dev.general", "1.0.0")
+    async def test(ctx: CapabilityContext) -> Submission:
+        return await covering_submission(ctx, f"tested: {ctx.contract['goal']}".encode())
+
+    coordinator = Coordinator(
+        f"urn:mwp:agent:lead-{tmp_path.name[-8:]}",
+        Identity.generate(Principal("agent", f"urn:mwp:agent:lead-{tmp_path.name[-8:]}")),
+        card=CardInfo(organization.organization_id, Principal("human", "urn:mwp:human:t"), "Lead"),
+        workers=[writer.agent_id],
+    )
+
+    @coordinator.plan
+    async def plan(ctx: PlanningContext) -> Plan:
+        return Plan(
+            [
+                PlannedItem("change", "Implement the change"),
+                PlannedItem(
+                    "tests", "Test the change", depends_on=["change"], candidates=[tester.agent_id]
+                ),
+            ]
+        )
+
+    for agent in (writer, tester, coordinator.agent):
+        await ensure_registered(organization.registry, agent)
+    await ensure_namespace(mwp_client.temporal.service_client, AGENTS_NAMESPACE)
+    async with (
+        agent_gateway(mwp_client, organization, tmp_path / "tls") as (_, settings),
+        gateway_runtime(writer, settings, address_of(mwp_client), tmp_path / "writer"),
+        gateway_runtime(tester, settings, address_of(mwp_client), tmp_path / "tester"),
+        coordinating(coordinator, settings, tmp_path / "coordinator", []),
+    ):
+        mission, _ = await MissionClient(mwp_client, organization.organization_id).create(
+            owner,
+            objective="Ship the retry change",
+            coordinator_agent_id=coordinator.agent_id,
+            definition_of_done=definition_of_done("The change is implemented and tested."),
+            budget=mission_budget(),
+            deadline=in_seconds(7 * 86400),
+        )
+
+        async def awaiting_approval() -> bool:
+            return bool((await mission.view())["state"] == "awaiting_approval")
+
+        await eventually(awaiting_approval, timeout=90)
+        events = await mission.events_this_run()
+        change, tests = (work_item_id(mission.group_id, k) for k in ("change", "tests"))
+        verified = next(
+            e for e in events if e["kind"] == "work.result.accepted" and e["workItemId"] == change
+        )
+        joined = next(
+            e
+            for e in events
+            if e["kind"] == "membership.changed"
+            and e["payload"]["membership"]["member"]["id"] == tester.agent_id
+        )
+        assert joined["sequence"] > verified["sequence"]  # new to the Group after the change
+        offer = next(
+            e for e in events if e["kind"] == "work.offer.created" and e["workItemId"] == tests
+        )
+        package = next(
+            e["payload"]["contextPackage"]
+            for e in events
+            if e["kind"].endswith("context_package_published") and e["workItemId"] == tests
+        )
+        assert verified["eventId"] in package["sourceEventRange"]["eventIds"]
+        assert offer["sequence"] > joined["sequence"]
+        started = [e for e in events if e["kind"] == "work.started" and e["workItemId"] == tests]
+        assert [e["actor"]["id"] for e in started] == [tester.agent_id]
+        history = await scheduler_of(
+            await connect(address_of(mwp_client), AGENTS_NAMESPACE), tester.agent_id
+        ).fetch_history()
+
+    replayer = production_replayer()
+    await replayer.replay_workflow(history)
+    real = workflow.patched
+    removed = patches.AGENT_CITED_RESULTS.id
+    monkeypatch.setattr(workflow, "patched", lambda i: False if i == removed else real(i))
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert isinstance(result.replay_failure, workflow.NondeterminismError)

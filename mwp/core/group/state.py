@@ -593,6 +593,9 @@ class SettledWorkItem:
     artifact_hashes: list[str]  # what a verified item delivered
     parent_work_item_id: str | None = None
     child_mission: Json | None = None
+    # The sequence of the Event that accepted a verified item's result (its ID derives from
+    # it): offers of its dependants cite it.
+    accepted_sequence: int | None = None
 
     @classmethod
     def of(cls, item: WorkItem) -> SettledWorkItem:
@@ -609,6 +612,7 @@ class SettledWorkItem:
             else [],
             parent_work_item_id=item.parent_work_item_id,
             child_mission=item.child_mission,
+            accepted_sequence=(item.result or {}).get("acceptedEvent", {}).get("sequence"),
         )
 
     def to_json(self) -> Json:
@@ -624,6 +628,7 @@ class SettledWorkItem:
                 "artifactHashes": self.artifact_hashes or None,
                 "parentWorkItemId": self.parent_work_item_id,
                 "childMission": self.child_mission,
+                "acceptedSequence": self.accepted_sequence,
             }
         )
 
@@ -640,6 +645,7 @@ class SettledWorkItem:
             artifact_hashes=list(data.get("artifactHashes", [])),
             parent_work_item_id=_opt(data, "parentWorkItemId"),
             child_mission=_opt(data, "childMission"),
+            accepted_sequence=_opt(data, "acceptedSequence"),
         )
 
 

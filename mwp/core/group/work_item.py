@@ -576,6 +576,9 @@ def _evolve_result_accepted(state: GroupState, event: Json) -> None:
     item.result = {
         "acceptedBy": event["actor"],
         "acceptedAt": event["occurredAt"],
+        # Where it was accepted: an offer of a dependant to a Worker new to the Group cites
+        # it, so the newcomer learns the dependency is verified (MWP-MSN-012).
+        "acceptedEvent": {"sequence": event["sequence"], "eventId": event["eventId"]},
         **event["payload"],
     }
     item.state = "verified"

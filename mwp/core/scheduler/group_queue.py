@@ -15,7 +15,7 @@ from mwp.core.kinds import EventKind
 from mwp.core.scheduler.clock import seconds
 from mwp.core.scheduler.model import Entry, Offer, Phase, Terms
 
-CLAUSES: tuple[str, ...] = ("MWP-WRK-008", "MWP-WRK-014", "MWP-WRK-019")
+CLAUSES: tuple[str, ...] = ("MWP-MSN-012", "MWP-WRK-008", "MWP-WRK-014", "MWP-WRK-019")
 
 Json = dict[str, Any]
 
@@ -127,8 +127,9 @@ class GroupQueue:
     def _cited(self, event: Json) -> None:
         """An Event from before this Agent's visibility start that a Context Package of an
         offer cites (its inbox retrieved it): the item's terms, or where its last owner
-        checkpointed. It moves no Cursor and no queue entry; only the gateway inbox sends
-        such Events (``"cited": true``), so no earlier history holds one."""
+        checkpointed, or that a dependency of it was verified. It moves no Cursor and no queue
+        entry; only the gateway inbox sends such Events (``"cited": true``), so no earlier
+        history holds one."""
         item_id, payload = event.get("workItemId"), event["payload"]
         if item_id is None:
             return
@@ -140,6 +141,8 @@ class GroupQueue:
             "checkpointRef"
         ):
             self.checkpoints[item_id] = payload["checkpointRef"]
+        elif event["kind"] == "work.result.accepted":
+            self.verified.add(item_id)
 
     def _authorized(self, item_id: str, payload: Json, _: Json) -> None:
         self.terms[item_id] = Terms.from_contract(payload["workItem"]["contract"])

@@ -29,7 +29,13 @@ from mwp.core.scheduler.group_queue import Change, GroupQueue
 from mwp.core.scheduler.model import Entry, Phase
 from mwp.core.scheduler.slots import ExecutionSlot, SlotContext, SlotTable, slot_context
 
-CLAUSES: tuple[str, ...] = ("MWP-WRK-005", "MWP-WRK-010", "MWP-WRK-012", "MWP-WRK-015")
+CLAUSES: tuple[str, ...] = (
+    "MWP-MSN-012",
+    "MWP-WRK-005",
+    "MWP-WRK-010",
+    "MWP-WRK-012",
+    "MWP-WRK-015",
+)
 
 Json = dict[str, Any]
 
@@ -112,8 +118,12 @@ class Scheduler:
 
     # --- admission ------------------------------------------------------------------------
 
-    def admit(self, group_id: str, work_item_id: str, now: str) -> AdmissionDecision:
-        """Decide on this Agent's pending offer for ``work_item_id``."""
+    def admit(
+        self, group_id: str, work_item_id: str, now: str, *, verified_is_known: bool = False
+    ) -> AdmissionDecision:
+        """Decide on this Agent's pending offer for ``work_item_id``. A dependency this Agent
+        knows only as verified (authorized before its visibility start) is declined as unknown
+        unless ``verified_is_known``."""
         group = self._groups[group_id]
         queue = group.queue
         entry = queue.entries.get(work_item_id)
@@ -125,7 +135,8 @@ class Scheduler:
             return static
         terms = entry.terms
         unmet = sorted(terms.dependencies & queue.dead)
-        unknown = sorted(terms.dependencies - queue.terms.keys())
+        known = queue.terms.keys() | queue.verified if verified_is_known else queue.terms.keys()
+        unknown = sorted(terms.dependencies - known)
         if unmet or unknown:
             return Declined(DeclineReason.DEPENDENCY, {"failed": unmet, "unknown": unknown})
         quota = self.quota(group_id)

@@ -468,3 +468,35 @@ def test_the_sdk_builds_a_package_the_group_accepts_for_an_offer() -> None:
     # A view from before packages (no contractEvents) cannot be cited.
     with pytest.raises(ValueError, match="contractEvents"):
         offer_context_package({**view, "contractEvents": []}, coordinator)
+
+
+def test_a_package_for_a_newcomer_cites_where_each_dependency_stands() -> None:
+    """A Worker new to the Group, offered an item whose dependency was verified before it
+    joined, would never see that verification: the SDK's package cites the Event that accepted
+    the dependency's result (named by its view, and by the record the Group keeps once the
+    item settles), and a dependency not yet verified by the Events that stated its contract.
+    The Group takes the package with the offer (MWP-MSN-012)."""
+    h = mission_harness()
+    h.drive("a", "submitted")
+    accepted = next(e for e in h.accept_result("a").events if e["kind"] == "work.result.accepted")
+    where = {"sequence": accepted["sequence"], "eventId": accepted["eventId"]}
+    assert h.view("a")["result"]["acceptedEvent"] == where
+    settled = h.authority.settled_work_item(item_id("a"))
+    assert settled is not None and settled["acceptedSequence"] == accepted["sequence"]
+    h.authorize("b", dependencyWorkItemIds=[item_id("a")])
+    h.authorize("c", dependencyWorkItemIds=[item_id("a"), item_id("b")])
+    coordinator = Identity.generate(COORD)
+    package = offer_context_package(h.view("c"), coordinator, dependencies=[settled, h.view("b")])
+    cited = package["sourceEventRange"]["eventIds"]
+    assert cited == [
+        accepted["eventId"],
+        *(e["eventId"] for e in h.view("b")["contractEvents"]),
+        *(e["eventId"] for e in h.view("c")["contractEvents"]),
+    ]
+    outcome = h.submit(
+        COORD, "work.offer", _offer_payload(h, contextPackage=package), workItemId=item_id("c")
+    )
+    assert outcome.events[0]["kind"] == PUBLISHED_KIND
+    # Without the dependencies, only the item's own contract is cited.
+    alone = offer_context_package(h.view("b"), coordinator)["sourceEventRange"]["eventIds"]
+    assert accepted["eventId"] not in alone

@@ -142,3 +142,21 @@ def test_admission_needs_a_pending_offer() -> None:
     world = _world()
     with pytest.raises(KeyError):
         world.sched.admit("g1", "nope", at(0))
+
+
+def test_a_dependency_known_only_as_verified_is_admitted_when_the_caller_says_so() -> None:
+    """MWP-MSN-012: a Worker new to the Group learns that a dependency authorized before its
+    visibility start was verified from the offer's Context Package, which cites the Event
+    that accepted its result. The offer is admitted and the item eligible at once; a Scheduler
+    told not to count it (an AgentWorkflow replaying a history from before the patch) declines
+    the dependency as unknown."""
+    world = _world()
+    log = world.logs["g1"]
+    log.authorized("dep", contract())  # before this Agent's visibility start: never delivered
+    accepted = log.result_accepted("dep")
+    world.feed("g1", {**accepted, "cited": True})
+    _offer(world, terms={"deps": ("dep",)})
+    assert _declined(world).details == {"failed": [], "unknown": ["dep"]}
+    decision = world.sched.admit("g1", "w1", at(0), verified_is_known=True)
+    assert isinstance(decision, Admitted)
+    assert world.sched.queue("g1").waiting_on(world.sched.queue("g1").entries["w1"]) is None
