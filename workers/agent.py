@@ -33,6 +33,7 @@ import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -78,6 +79,8 @@ def load_agent(target: str) -> Agent:
 
 
 T = TypeVar("T")
+
+STICKY_TIMEOUT = timedelta(seconds=2)
 
 
 def load_declaration(target: str, kind: type[T], what: str) -> T:
@@ -176,6 +179,11 @@ def build_agent_worker(
         ]
         workflows.append(AgentWorkflow)
     options.setdefault("max_concurrent_activities", max(8, 4 * agent.max_concurrency))
+    # A runtime killed while its AgentWorkflow was cached leaves that workflow's next tasks on
+    # its sticky queue until this runs out; its replacement (``--replace``) serves them only
+    # then. The SDK's 10 s default made a restarted agent idle that long (measured in the
+    # proof of concept); a cache miss costs one replay of a small history.
+    options.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
     return Worker(
         client,
         task_queue=task_queue or agent_task_queue(agent.agent_id),

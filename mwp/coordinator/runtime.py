@@ -188,6 +188,8 @@ class CoordinatorRuntime:
         mission = group.authority.mission_view()
         if (mission.get("coordinator") or {}).get("agentId") != self.coordinator.agent_id:
             return  # a Group it works in, or one another Coordinator coordinates now
+        if group.authority.epochs_of(self.coordinator.agent_id)["membershipEpoch"] is None:
+            return  # its Membership is not delivered yet: a Command now would carry none
         items = group.items()
         await self._answer_messages(group, mission, items)
         steps = next_steps(
@@ -210,7 +212,8 @@ class CoordinatorRuntime:
                     self.report(f"Mission {mission['missionId']}: another Coordinator took over")
                     return
                 self.report(
-                    f"Mission {mission['missionId']}: {_name(step)} refused: {error.code.value}"
+                    f"Mission {mission['missionId']}: {_name(step)} refused: "
+                    f"{error.code.value} ({error.message})"
                 )
                 return  # decided again once the Group moves
             except MwpError as error:

@@ -8,6 +8,7 @@ import contextlib
 import os
 import shutil
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,6 +44,8 @@ async def run_proof_of_concept(
         await scenes.play(poc)
     except Exception as exc:  # the report says which step stopped, and why
         report.check("demo.completed", False, f"stopped: {type(exc).__name__}: {exc}"[:600])
+        poc.processes.logs.mkdir(parents=True, exist_ok=True)
+        (poc.processes.logs / "demo.traceback.txt").write_text(traceback.format_exc())
         await _keep_schedulers(poc)
     finally:
         poc.processes.stop_all()

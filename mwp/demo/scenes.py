@@ -41,10 +41,12 @@ async def play(poc: ProofOfConcept) -> None:
     lead = poc.process("lead")
     lead_killed = lead.kill()
     poc.report.out(f"killed the Coordinator (PID {lead_killed})")
+    replaced = await _replace_coordinator(poc, full)
     lead.start()
     await lead.wait_for("Gateway", 90)
 
     await until("both Missions to await Approval", lambda: _both(full, small, "awaiting_approval"))
+    await _protocol_failures(poc, client, small, full, replaced)
     owner = KeyStore.in_state_dir(poc.state).load("human-ada")
     async with ConsoleSession(poc.console_url, owner) as console:
         logged = await console.log_in()
@@ -81,6 +83,7 @@ async def play(poc: ProofOfConcept) -> None:
             "every Artifact opens in the console, its bytes matching its content hash",
             artifacts=[named for _, named, _ in read],
         )
+        first = (await full.view())["submission"]["missionRevision"]
         asked = await console.decide(full.mission_id, "request_changes", CHANGES)
         check(
             "human.change_request",
@@ -97,7 +100,6 @@ async def play(poc: ProofOfConcept) -> None:
             "the small Mission is approved from the console",
             events=approved_small["events"],
         )
-        first = (await full.view())["submission"]["missionRevision"]
         await until("the revised Mission", lambda: _resubmitted(full, first))
         approved = await console.decide(full.mission_id, "approve", "")
         check(
@@ -107,8 +109,7 @@ async def play(poc: ProofOfConcept) -> None:
             events=approved["events"],
         )
 
-    await _protocol_failures(poc, client, small)
-    await _prove_from_logs(poc, client, full, small, queues, killed_at, lead_killed)
+    await _prove_from_logs(poc, client, full, small, queues, killed_at, lead_killed, replaced)
     await until("", lambda: in_state(full, "approved"), 5)
 
 
@@ -158,29 +159,53 @@ async def _refusal(send: Any) -> str:
     return "accepted"
 
 
+async def _replace_coordinator(poc: ProofOfConcept, mission: MissionHandle) -> Json:
+    """While the Coordinator is down the MissionOwner appoints it again: a new Coordinator
+    Epoch and lease (spec 7.2), which the restarted Coordinator must work under."""
+    owner = KeyStore.in_state_dir(poc.state).load("human-ada")
+    answer = await mission.send(
+        owner, "mission.assign_coordinator", {"agentId": cast.agent_id("lead")}
+    )
+    assigned: Json = next(
+        e for e in answer["events"] if e["kind"] == "mission.coordinator.assigned"
+    )
+    payload = assigned["payload"]
+    poc.report.check(
+        "coordinator.epoch_replacement",
+        payload["coordinator"]["coordinatorEpoch"]
+        == payload["previousCoordinator"]["coordinatorEpoch"] + 1,
+        "with the Coordinator killed, the MissionOwner's mission.assign_coordinator starts a "
+        "new Coordinator Epoch and lease",
+        event=proof([assigned])[0],
+        coordinator=payload["coordinator"],
+        previous=payload["previousCoordinator"],
+    )
+    return assigned
+
+
 async def _protocol_failures(
-    poc: ProofOfConcept, client: MwpClient, mission: MissionHandle
+    poc: ProofOfConcept,
+    client: MwpClient,
+    mission: MissionHandle,
+    full: MissionHandle,
+    replaced: Json,
 ) -> None:
-    """What a confused or hostile client sends, each refused typed and changing nothing."""
+    """What a confused or hostile client sends, each refused typed and changing nothing
+    (``mission`` awaits Approval; ``full`` had its Coordinator replaced by ``replaced``)."""
     check = poc.report.check
     keys = KeyStore.in_state_dir(poc.state)
     owner = keys.load("human-ada")
     before = await mission.sequence()
     epochs = await mission.epochs(owner.principal.id)
-    note = _message(
-        owner,
-        mission,
-        "Thanks, all.",
-        membership_epoch=epochs["membershipEpoch"],
-    )
+    note = _message(owner, mission, "Thanks, all.", membership_epoch=epochs["membershipEpoch"])
     posted = await mission.send_signed(note)
     again = await mission.send_signed(note)
     after = await mission.sequence()
     check(
         "failure.duplicate_delivery",
-        again["receipt"] == posted["receipt"] and not again["events"] and after == before + 1,
-        "the same signed Command delivered twice is accepted once: the second answers the "
-        "first receipt and appends no Event",
+        again["receipt"] == posted["receipt"] and after == before + 1,
+        "the same signed Command delivered twice is accepted once: the second gets the "
+        "first's receipt and appends no Event",
         receipt=posted["receipt"]["signingHash"],
         sequence=[before, after],
     )
@@ -194,34 +219,51 @@ async def _protocol_failures(
     code = await _refusal(mission.send_signed(collision))
     check(
         "failure.action_id_collision",
-        code == "IDEMPOTENCY_CONFLICT" and await mission.sequence() == after,
+        code == "ACTION_ID_COLLISION" and await mission.sequence() == after,
         "other content under an Action ID already used is refused, typed, changing nothing",
         code=code,
         actionId=note["actionId"],
     )
-    stale_membership = _message(
-        owner,
-        mission,
-        "From an old Membership.",
-        membership_epoch=epochs["membershipEpoch"] - 1,
-    )
-    code = await _refusal(mission.send_signed(stale_membership))
-    check(
-        "failure.stale_membership_epoch",
-        code.startswith("AUTH_STALE") or code.startswith("MEMBERSHIP"),
-        "a Command under an earlier Membership Epoch is refused",
-        code=code,
-    )
+
     registry = client.registry(organization_id_of(poc.state))
     sessions = await registry.session_epochs()
     tester = keys.load("agent-tester")
-    tester_epochs = await mission.epochs(tester.principal.id)
+    old = await mission.epochs(tester.principal.id)
+    # The owner changes the tester's scopes: a new Membership Epoch; the old one is stale.
+    changed = await mission.send(
+        owner,
+        "membership.change",
+        {
+            "memberId": tester.principal.id,
+            "role": "worker",
+            "scopes": ["work.execute", "mwp.demo.audited"],
+        },
+    )
+    after = await mission.sequence()
+    stale_membership = _message(
+        tester,
+        mission,
+        "From an old Membership.",
+        session_epoch=sessions[tester.principal.id],
+        membership_epoch=old["membershipEpoch"],
+    )
+    code = await _refusal(mission.send_signed(stale_membership))
+    new = (await mission.epochs(tester.principal.id))["membershipEpoch"]
+    check(
+        "failure.stale_membership_epoch",
+        code == "MEMBERSHIP_STALE" and new == old["membershipEpoch"] + 1,
+        "after the owner changed the tester's Membership, a Command under its earlier "
+        "Membership Epoch is refused",
+        code=code,
+        epochs=[old["membershipEpoch"], new],
+        change=proof(changed["events"]),
+    )
     stale_session = _message(
         tester,
         mission,
         "From a dead Session.",
         session_epoch=sessions[tester.principal.id] - 1,
-        membership_epoch=tester_epochs["membershipEpoch"],
+        membership_epoch=new,
     )
     code = await _refusal(mission.send_signed(stale_session))
     check(
@@ -230,24 +272,6 @@ async def _protocol_failures(
         "the killed tester's old Session is fenced: its Commands are refused",
         code=code,
         current=sessions[tester.principal.id],
-    )
-    lead = keys.load("agent-lead")
-    lead_epochs = await mission.epochs(lead.principal.id)
-    coordinator_epoch = (lead_epochs["coordinator"] or {}).get("coordinatorEpoch", 1)
-    stale_coordinator = _message(
-        lead,
-        mission,
-        "As a former Coordinator.",
-        session_epoch=sessions[lead.principal.id],
-        membership_epoch=lead_epochs["membershipEpoch"],
-        coordinator_epoch=coordinator_epoch - 1,
-    )
-    code = await _refusal(mission.send_signed(stale_coordinator))
-    check(
-        "failure.stale_coordinator_epoch",
-        code == "AUTH_STALE_COORDINATOR",
-        "a Command under an earlier Coordinator Epoch is refused",
-        code=code,
     )
     item = next(w for w in (await mission.view())["workItems"] if w.get("state") == "verified")
     stale_ownership = tester.command(
@@ -259,7 +283,7 @@ async def _protocol_failures(
         },
         group_id=mission.group_id,
         session_epoch=sessions[tester.principal.id],
-        membership_epoch=tester_epochs["membershipEpoch"],
+        membership_epoch=new,
         work_item_id=item["workItemId"],
     )
     code = await _refusal(mission.send_signed(stale_ownership))
@@ -267,6 +291,24 @@ async def _protocol_failures(
         "failure.stale_ownership_epoch",
         code not in ("accepted", "INTERNAL_ERROR") and await mission.sequence() == after,
         "work under an ownership it no longer holds is refused",
+        code=code,
+    )
+
+    lead = keys.load("agent-lead")
+    lead_epochs = await full.epochs(lead.principal.id)
+    stale_coordinator = _message(
+        lead,
+        full,
+        "As the Coordinator before the replacement.",
+        session_epoch=sessions[lead.principal.id],
+        membership_epoch=lead_epochs["membershipEpoch"],
+        coordinator_epoch=replaced["payload"]["previousCoordinator"]["coordinatorEpoch"],
+    )
+    code = await _refusal(full.send_signed(stale_coordinator))
+    check(
+        "failure.stale_coordinator_epoch",
+        code == "AUTH_STALE_COORDINATOR",
+        "a Command under the Coordinator Epoch before the replacement is refused",
         code=code,
     )
 
@@ -279,6 +321,7 @@ async def _prove_from_logs(
     queues: str,
     killed_at: float,
     lead_killed: int,
+    replaced: Json,
 ) -> None:
     check = poc.report.check
     evidence = await client.registry(organization_id_of(poc.state)).evidence()
@@ -296,6 +339,20 @@ async def _prove_from_logs(
         )
         logs[name] = events
     _stages(poc, logs["full"])
+    lead = cast.agent_id("lead")
+    after = [
+        e
+        for e in logs["full"].by(lead, ["work.result.accepted", "mission.submitted_for_approval"])
+        if e["sequence"] > replaced["sequence"]
+    ]
+    check(
+        "coordinator.works_under_new_epoch",
+        {e["kind"] for e in after} == {"work.result.accepted", "mission.submitted_for_approval"},
+        "the restarted Coordinator reviewed results and submitted the Mission under the new "
+        "Coordinator Epoch (the Authority refuses coordination under any other)",
+        replacedAt=replaced["sequence"],
+        events=proof(after[:4]),
+    )
     a, b = logs["full"], logs["small"]
     tester, developer = cast.agent_id("tester"), cast.agent_id("developer")
     check(
