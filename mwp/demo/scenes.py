@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from mwp.client import Identity, KeyStore, MwpClient
+from mwp.agent.signals import SchedulerSignals
+from mwp.client import Identity, KeyStore, MwpClient, connect
 from mwp.client.missions import MissionHandle
 from mwp.client.state_dir import organization_id_of
+from mwp.contracts.agent import PreemptionRequest, agent_workflow_id
 from mwp.core.errors import MwpError
-from mwp.demo import cast
+from mwp.demo import cast, proofs
 from mwp.demo.console_driver import ConsoleSession
 from mwp.demo.groups import GroupEvents, mirrored, proof, read_log
 from mwp.demo.setup import CHANGES, ProofOfConcept, in_state, owned_by, until
+from mwp.dev.stack import DEFAULT_AGENTS_NAMESPACE as AGENTS_NAMESPACE
 
 Json = dict[str, Any]
 
@@ -29,7 +31,6 @@ async def play(poc: ProofOfConcept) -> None:
     )
     tester = poc.process("tester")
     killed = tester.kill()
-    killed_at = time.time()
     poc.report.out(f"killed the tester (PID {killed}) while it ran {running[0]['workItemId']}")
     tester.argv = [*tester.argv, "--replace"]
     tester.start()
@@ -44,6 +45,14 @@ async def play(poc: ProofOfConcept) -> None:
     replaced = await _replace_coordinator(poc, full)
     lead.start()
     await lead.wait_for("Gateway", 90)
+
+    # Safe checkpoint preemption: the reviewer's run is asked to stop at its next checkpoint.
+    reviewing = await until(
+        "the reviewer to run the code review", lambda: owned_by(full, "reviewer", "active")
+    )
+    preempted = reviewing[0]["workItemId"]
+    await _preempt(poc, "reviewer", full.group_id, preempted)
+    poc.report.out(f"asked the reviewer to stop {preempted} at its next checkpoint")
 
     await until("both Missions to await Approval", lambda: _both(full, small, "awaiting_approval"))
     await _protocol_failures(poc, client, small, full, replaced)
@@ -109,8 +118,20 @@ async def play(poc: ProofOfConcept) -> None:
             events=approved["events"],
         )
 
-    await _prove_from_logs(poc, client, full, small, queues, killed_at, lead_killed, replaced)
+    await _prove_from_logs(
+        poc, client, full, small, queues, running[0]["workItemId"], preempted, replaced
+    )
     await until("", lambda: in_state(full, "approved"), 5)
+
+
+async def _preempt(poc: ProofOfConcept, name: str, group_id: str, work_item_id: str) -> None:
+    """What `mwp agent preempt` sends: a request sealed with the agent's own key."""
+    identity = KeyStore.in_state_dir(poc.state).load(f"agent-{name}")
+    agents = await connect(poc.address, AGENTS_NAMESPACE)
+    handle = agents.temporal.get_workflow_handle(agent_workflow_id(cast.agent_id(name)))
+    await handle.signal(
+        *SchedulerSignals(identity).signal(PreemptionRequest(group_id, work_item_id))
+    )
 
 
 async def _first_nonempty(probes: Any) -> Any:
@@ -319,8 +340,8 @@ async def _prove_from_logs(
     full: MissionHandle,
     small: MissionHandle,
     queues: str,
-    killed_at: float,
-    lead_killed: int,
+    killed_item: str,
+    preempted: str,
     replaced: Json,
 ) -> None:
     check = poc.report.check
@@ -355,6 +376,14 @@ async def _prove_from_logs(
     )
     a, b = logs["full"], logs["small"]
     tester, developer = cast.agent_id("tester"), cast.agent_id("developer")
+    proofs.prove(
+        poc.report,
+        logs,
+        evidence,
+        killed_item=killed_item,
+        preempted=preempted,
+        tester_status=queues,
+    )
     check(
         "scheduling.shared_worker",
         all(g.by(a_id, ["work.started"]) for g in (a, b) for a_id in (tester, developer)),
@@ -362,7 +391,7 @@ async def _prove_from_logs(
         started={n: len(g.by(tester, ["work.started"])) for n, g in logs.items()},
     )
     poc.report.facts.update(
-        testerStatus=queues[:2000], testerKilledAt=killed_at, coordinatorKilled=lead_killed
+        testerStatus=queues[:2000], testerKilled=killed_item, reviewerPreempted=preempted
     )
 
 

@@ -1,0 +1,271 @@
+"""Checks the demo proves from the Groups' signed logs once both Missions are approved: how
+the plan was shaped, reviewed and revised, how the Workers were scheduled, restarted and
+admitted late, and that the owner's Approval is the owner's signed document."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from mwp.core.trust.registry import RegistryEvidence
+from mwp.core.trust.signed_document import PROFILES, VerificationError, verify_value
+from mwp.demo import cast
+from mwp.demo.groups import GroupEvents, proof
+from mwp.demo.report import Report
+
+Json = dict[str, Any]
+LEASE_REVOKED = "ext.missionweaveprotocol.core.execution_lease_revoked"
+PUBLISHED = "ext.missionweaveprotocol.core.context_package_published"
+
+
+def prove(
+    report: Report,
+    logs: dict[str, GroupEvents],
+    evidence: RegistryEvidence,
+    *,
+    killed_item: str,
+    preempted: str,
+    tester_status: str,
+) -> None:
+    """Every check of this module, on the ``full`` and ``small`` Missions' logs."""
+    full, small = logs["full"], logs["small"]
+    _plan(report, full, small)
+    _reviews(report, logs)
+    _revision(report, full)
+    _approvals(report, logs, evidence)
+    _restart(report, logs, killed_item, tester_status)
+    _slots(report, logs)
+    _late_joiner(report, full)
+    _preemption(report, full, preempted)
+
+
+def _plan(report: Report, full: GroupEvents, small: GroupEvents) -> None:
+    authorized = full.of("work.authorized")[: len(cast.STAGES)]
+    contracts = [e["payload"]["workItem"]["contract"] for e in authorized]
+    chained = all(
+        c["dependencyWorkItemIds"] == ([authorized[i - 1]["workItemId"]] if i else [])
+        for i, c in enumerate(contracts)
+    )
+    report.check(
+        "coordinator.plans_a_graph",
+        len(authorized) == len(cast.STAGES)
+        and chained
+        and all(c["budget"] and c["acceptanceCriteria"] for c in contracts),
+        "the Coordinator planned the full Mission as five WorkItems, each depending on the "
+        "stage before, each with a Work Contract, a budget and acceptance criteria",
+        events=proof(authorized),
+    )
+    report.check(
+        "missions.concurrent",
+        _overlap(_span(full), _span(small)),
+        "the two Missions ran at the same time in one Organization",
+        full=[e["occurredAt"] for e in _ends(full)],
+        small=[e["occurredAt"] for e in _ends(small)],
+    )
+
+
+def _reviews(report: Report, logs: dict[str, GroupEvents]) -> None:
+    accepted = [e for g in logs.values() for e in g.of("work.result.accepted")]
+    cited = all(
+        e["payload"]["review"]["decision"] == "accepted"
+        and all(c["evidenceIds"] and c["result"] == "passed" for c in _criteria(e))
+        for e in accepted
+    )
+    report.check(
+        "coordinator.reviews_evidence",
+        bool(accepted)
+        and cited
+        and all(e["actor"]["id"] == cast.agent_id("lead") for e in accepted),
+        "every result was accepted by the Coordinator with a review record citing, per "
+        "criterion, the Evidence it read",
+        accepted=len(accepted),
+    )
+
+
+def _criteria(accepted: Json) -> list[Json]:
+    criteria: list[Json] = accepted["payload"]["review"]["criteria"]
+    return criteria
+
+
+def _revision(report: Report, full: GroupEvents) -> None:
+    requested = full.first("mission.changes_requested")
+    submissions = full.of("mission.submitted_for_approval")
+    after = requested["sequence"] if requested else None
+    later = [e for e in full.of("work.authorized") if after and e["sequence"] > after]
+    verified = {e["workItemId"] for e in full.of("work.result.accepted")}
+    revisions = [s["payload"]["missionRevision"] for s in submissions]
+    report.check(
+        "coordinator.replans_on_changes",
+        requested is not None
+        and len(later) == 2
+        and all(e["workItemId"] in verified for e in later)
+        and len(submissions) == 2
+        and revisions[1] > revisions[0],
+        "after the owner's change request the Coordinator planned a revision and its tests, "
+        "had both verified and submitted a later revision of the Mission",
+        events=proof([requested, *later, *submissions]),
+        revisions=revisions,
+    )
+
+
+def _approvals(report: Report, logs: dict[str, GroupEvents], evidence: RegistryEvidence) -> None:
+    verified: list[str] = []
+    for name, events in logs.items():
+        approved = events.first("mission.approved")
+        if approved is None:
+            continue
+        try:
+            verify_value(approved["payload"]["approval"], PROFILES["approval"], evidence)
+        except VerificationError:
+            continue
+        if approved["payload"]["approval"]["approver"]["id"] == cast.OWNER:
+            verified.append(name)
+    report.check(
+        "human.approval_signed",
+        sorted(verified) == sorted(logs),
+        "each Mission's mission.approved carries the MissionOwner's Approval, a signed "
+        "document that verifies against the Organization's Registry",
+        missions=verified,
+    )
+
+
+def _restart(
+    report: Report, logs: dict[str, GroupEvents], killed_item: str, tester_status: str
+) -> None:
+    tester = cast.agent_id("tester")
+    events = next((g for g in logs.values() if g.first("work.authorized", killed_item)), None)
+    chain: list[Json | None] = []
+    if events is not None:
+        started = events.of("work.started", killed_item)
+        revoked = events.first(LEASE_REVOKED, killed_item)
+        chain = [started[0] if started else None, revoked, started[-1] if started else None]
+        chain.append(events.first("work.submitted", killed_item))
+    ok = (
+        len(chain) == 4
+        and all(chain)
+        and chain[0] is not chain[2]
+        and all(e is not None and e["actor"]["id"] == tester for e in (chain[2], chain[3]))
+    )
+    status = json.loads(tester_status) if tester_status.startswith("{") else {}
+    report.check(
+        "failure.worker_restart",
+        ok,
+        "the tester, killed mid-run, came back under a new Session: the Authority revoked the "
+        "dead runtime's execution lease and the new runtime started the WorkItem again and "
+        "submitted it",
+        events=proof(chain),
+    )
+    report.check(
+        "scheduling.queues_rebuilt",
+        status.get("groups") == 2 and len(status.get("served") or {}) == 2,
+        "the restarted tester's Scheduler was rebuilt with a queue per Group (both Missions)",
+        groups=status.get("groups"),
+        served=status.get("served"),
+        sessionEpoch=status.get("sessionEpoch"),
+    )
+
+
+def _slots(report: Report, logs: dict[str, GroupEvents]) -> None:
+    tester = cast.agent_id("tester")
+    runs = []
+    for events in logs.values():
+        last = {e["workItemId"]: e for e in events.by(tester, ["work.started"])}  # the run kept
+        for item, started in last.items():
+            ended = events.first("work.submitted", item)
+            if ended is not None:
+                runs.append((started, ended))
+    overlapping = [
+        (a, b)
+        for i, a in enumerate(runs)
+        for b in runs[i + 1 :]
+        if a[0]["groupId"] != b[0]["groupId"] and _overlap(_times(a), _times(b))
+    ]
+    report.check(
+        "scheduling.several_slots",
+        bool(overlapping),
+        "the tester ran WorkItems of both Groups at the same time in its two execution slots",
+        runs=[proof(list(pair[0]) + list(pair[1])) for pair in overlapping[:1]],
+    )
+
+
+def _late_joiner(report: Report, full: GroupEvents) -> None:
+    tester = cast.agent_id("tester")
+    joined = next(
+        (
+            e
+            for e in full.of("membership.changed")
+            if e["payload"]["membership"]["member"]["id"] == tester
+        ),
+        None,
+    )
+    items = [e["workItemId"] for e in full.of("work.authorized")]
+    testing = items[list(cast.STAGES).index("testing")] if len(items) >= len(cast.STAGES) else ""
+    dependency = full.first("work.result.accepted", items[1] if len(items) > 1 else "")
+    package = full.first(PUBLISHED, testing)
+    cited = (package or {}).get("payload", {}).get("contextPackage", {}).get("sourceEventRange", {})
+    started = full.first("work.started", testing)
+    report.check(
+        "context.late_joiner",
+        joined is not None
+        and dependency is not None
+        and joined["sequence"] > dependency["sequence"]
+        and dependency["eventId"] in cited.get("eventIds", [])
+        and started is not None
+        and started["actor"]["id"] == tester,
+        "the tester joined the full Mission's Group after the implementation was verified: "
+        "the offer's Context Package cited the testing contract and that verification, and the "
+        "tester started the testing stage (it sees nothing from before it joined otherwise)",
+        events=proof([dependency, package, joined, started]),
+    )
+
+
+def _preemption(report: Report, full: GroupEvents, item: str) -> None:
+    reviewer = cast.agent_id("reviewer")
+    started = full.of("work.started", item)
+    checkpointed = full.first("work.checkpointed", item)
+    submitted = full.first("work.submitted", item)
+    resumed = [
+        e
+        for e in full.of("work.progressed", item)
+        if len(started) > 1 and e["sequence"] > started[-1]["sequence"]
+    ]
+    report.check(
+        "scheduling.checkpoint_preemption",
+        len(started) == 2
+        and checkpointed is not None
+        and submitted is not None
+        and started[0]["sequence"] < checkpointed["sequence"] < started[1]["sequence"]
+        and all(e["actor"]["id"] == reviewer for e in (*started, submitted))
+        and len(resumed) < cast.STEPS,
+        "asked to preempt, the reviewer stopped its run at its next checkpoint, queued the "
+        "WorkItem again and resumed it from that checkpoint (fewer steps left to run)",
+        events=proof([started[0] if started else None, checkpointed, *started[1:], submitted]),
+        stepsAfterResume=len(resumed),
+    )
+
+
+# --- time ----------------------------------------------------------------------------------------
+
+
+def _ends(events: GroupEvents) -> list[Json]:
+    return [events.events[0], events.events[-1]]
+
+
+def _span(events: GroupEvents) -> tuple[float, float]:
+    first, last = _ends(events)
+    return _at(first), _at(last)
+
+
+def _times(run: Iterable[Json]) -> tuple[float, float]:
+    started, ended = run
+    return _at(started), _at(ended)
+
+
+def _at(event: Json) -> float:
+    return datetime.fromisoformat(event["occurredAt"]).timestamp()
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
