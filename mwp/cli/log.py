@@ -34,6 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mwp.cli import defaults
+
 EXIT_OK, EXIT_FAULT, EXIT_UNUSABLE = 0, 1, 2
 T = TypeVar("T")
 STORE_ENV = "MWP_OBJECT_STORE"
@@ -157,7 +159,7 @@ def _store_and_evidence(parser: Any) -> None:
         "--authority", metavar="SERVICE_ID", help="require this acceptedBy service on every Event"
     )
     registry = parser.add_argument_group("evidence from the running registry (no --evidence)")
-    registry.add_argument("--address", default="127.0.0.1:7233", help="Temporal address")
+    registry.add_argument("--address", default=defaults.address(), help=defaults.address_help())
     registry.add_argument("--namespace", default="default", help="Temporal namespace")
     registry.add_argument("--state-dir", type=Path, default=Path(".mwp"), help="state folder")
     registry.add_argument("--org", help="Organization ID (default: from the state folder)")

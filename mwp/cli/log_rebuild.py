@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mwp.cli import defaults
+
 EXIT_OK, EXIT_DIFFERENT, EXIT_UNUSABLE = 0, 1, 2
 
 
@@ -29,7 +31,7 @@ def add_rebuild_parser(actions: Any, default_store: str) -> None:
     rebuild.add_argument(
         "--store", default=default_store, help=f"the mirrored log (default {default_store})"
     )
-    rebuild.add_argument("--address", default="127.0.0.1:7233", help="Temporal address")
+    rebuild.add_argument("--address", default=defaults.address(), help=defaults.address_help())
     rebuild.add_argument("--namespace", default="default", help="Temporal namespace")
     rebuild.add_argument(
         "--state-dir", type=Path, default=Path(".mwp"), help="state folder (authority-keys/)"

@@ -84,7 +84,9 @@ class GroupProjection:
     authority: GroupAuthority = field(default_factory=GroupAuthority)
     # Wait for the log to reach this sequence (a step's Events) before deciding again.
     awaiting: int = 0
-    left: bool = False  # coordinated by someone else now
+    left: bool = False  # not coordinable from what it may read (a Coordinator admitted late)
+    coordinated: bool = False  # this Coordinator held the Group once
+    handed_over: bool = False  # another holds it now (said once)
     # Messages others posted, to answer once the Group is decided on (on_message).
     messages: list[Json] = field(default_factory=list)
 
@@ -187,7 +189,11 @@ class CoordinatorRuntime:
     async def _reconcile(self, group: GroupProjection) -> None:
         mission = group.authority.mission_view()
         if (mission.get("coordinator") or {}).get("agentId") != self.coordinator.agent_id:
+            if group.coordinated and not group.handed_over:
+                group.handed_over = True
+                self.report(f"Mission {mission['missionId']}: another Coordinator took over")
             return  # a Group it works in, or one another Coordinator coordinates now
+        group.coordinated, group.handed_over = True, False
         if group.authority.epochs_of(self.coordinator.agent_id)["membershipEpoch"] is None:
             return  # its Membership is not delivered yet: a Command now would carry none
         items = group.items()
@@ -208,8 +214,8 @@ class CoordinatorRuntime:
                 await self._take_step(group, mission, step)
             except RemoteMwpError as error:
                 if error.code == ErrorCode.AUTH_STALE_COORDINATOR:
-                    group.left = True
-                    self.report(f"Mission {mission['missionId']}: another Coordinator took over")
+                    # Its projection is behind: another Coordinator took over, or it was
+                    # appointed again under a newer epoch. The next Events say which.
                     return
                 self.report(
                     f"Mission {mission['missionId']}: {_name(step)} refused: "

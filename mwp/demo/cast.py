@@ -37,6 +37,7 @@ STAGES: dict[str, tuple[str, str]] = {
     "integration": ("mwp.demo.integration", "developer"),
 }
 WORKERS = ("analyst", "developer", "tester", "reviewer")
+OUTSIDER = "auditor"  # registered, never a member of a Group: the isolation checks' agent
 SLOTS = {"tester": 2}
 # Seconds each checkpointed step of a run takes: long enough for runs in two Groups to overlap.
 STEP_SECONDS = float(os.environ.get("MWP_DEMO_STEP_SECONDS", "0.5"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mwp.agent.signals import SchedulerSignals
@@ -13,6 +14,7 @@ from mwp.core.errors import MwpError
 from mwp.demo import cast, proofs
 from mwp.demo.console_driver import ConsoleSession
 from mwp.demo.groups import GroupEvents, mirrored, proof, read_log
+from mwp.demo.isolation import prove_isolation
 from mwp.demo.setup import CHANGES, ProofOfConcept, in_state, owned_by, until
 from mwp.dev.stack import DEFAULT_AGENTS_NAMESPACE as AGENTS_NAMESPACE
 
@@ -118,6 +120,8 @@ async def play(poc: ProofOfConcept) -> None:
             events=approved["events"],
         )
 
+    await prove_isolation(poc, small)
+    await _archive(poc, small)
     await _prove_from_logs(
         poc, client, full, small, queues, running[0]["workItemId"], preempted, replaced
     )
@@ -159,6 +163,39 @@ async def _resubmitted(mission: MissionHandle, revision: int) -> bool:
     return (
         view.get("state") == "awaiting_approval" and submission.get("missionRevision") != revision
     )
+
+
+async def _archive(poc: ProofOfConcept, mission: MissionHandle) -> None:
+    """Signed archival of the approved small Mission: `mwp log archive` writes the Group's
+    signed final snapshot and records it; the Group then takes no Command."""
+    answer = json.loads(await poc.processes.run("log", "archive", mission.group_id, "--json"))
+    archived = answer.get("archived") or {}
+    recorded = [
+        e["kind"]
+        for e in await mission.events_this_run()
+        if e["sequence"] >= archived.get("sequence", 0) - 1
+    ]
+    poc.report.check(
+        "archival.signed_snapshot",
+        recorded == ["group.snapshot.created", "group.archived"],
+        "the approved small Mission's Group is archived: its signed final snapshot is "
+        "stored and the Group records group.snapshot.created and group.archived",
+        snapshot=answer.get("snapshot"),
+        archived=archived,
+        events=recorded,
+    )
+    owner = KeyStore.in_state_dir(poc.state).load("human-ada")
+    before = await mission.sequence()
+    code = await _refusal(mission.send(owner, "message.post", _TEXT))
+    poc.report.check(
+        "archival.refuses_commands",
+        code not in ("accepted", "INTERNAL_ERROR") and await mission.sequence() == before,
+        "the archived Group refuses every Command, typed, and appends nothing",
+        code=code,
+    )
+
+
+_TEXT: Json = {"content": [{"type": "text", "text": "After the archive."}]}
 
 
 def _message(identity: Identity, mission: MissionHandle, text: str, **epochs: Any) -> Json:

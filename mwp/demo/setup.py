@@ -37,6 +37,7 @@ FULL = "Add CSV export to the reports service"
 SMALL = "Fix the date parser's time-zone bug"
 CHANGES = "Also export the totals row."
 SETTLE_SECONDS = 240.0
+AUDIT = "mwp.demo.audit@1.0.0"
 
 
 class DemoStoppedError(RuntimeError):
@@ -66,6 +67,8 @@ class ProofOfConcept:
         self.address = f"127.0.0.1:{ports['temporal']}"
         self.ui_url = f"http://127.0.0.1:{ports['ui']}"
         self.console_url = f"http://127.0.0.1:{ports['console']}/"
+        self.gateway_url = f"wss://127.0.0.1:{ports['gw']}"
+        self.artifacts_url = f"https://127.0.0.1:{ports['art']}"
         env = {
             "MWP_ADDRESS": self.address,
             "MWP_UI_PORT": str(ports["ui"]),
@@ -101,6 +104,10 @@ class ProofOfConcept:
         for name in cast.WORKERS:
             declared = [f"--capability={c}@{cast.VERSION}" for c in cast.capabilities_of(name)]
             await self.processes.run("registry", "add-agent", name, "--owner", "ada", *declared)
+        # Registered in the Organization, a member of no Group: what it can see is the proof.
+        await self.processes.run(
+            "registry", "add-agent", cast.OUTSIDER, "--owner", "ada", "--capability", AUDIT
+        )
         client = await connect(self.address, "default")
         organization = organization_id_of(self.state)
         registry = client.registry(organization)
