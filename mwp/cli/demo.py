@@ -1,4 +1,6 @@
-"""`mwp demo`: one Mission end to end on the embedded stack (see `mwp.dev.mission_demo`)."""
+"""`mwp demo`: the proof of concept (`mwp.demo`): two Missions, five agents and a Coordinator as
+processes through the gateway, injected failures, the console's human decisions, and a report
+of named checks. ``--one-mission`` runs one Mission in one process (`mwp.dev.mission_demo`)."""
 
 from __future__ import annotations
 
@@ -14,31 +16,37 @@ from typing import Any
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="run one Mission end to end on the embedded stack",
-        description="Start the embedded Temporal stack, run one Mission from creation to human "
-        "Approval, print the Group's Events in order; exit 0 only if it ends approved.",
+        help="run the proof of concept: two Missions, real agent processes, a named-check report",
+        description="Start `mwp dev`, register an Organization, run four Workers and a "
+        "Coordinator as their own processes through the Group gateway, run two software "
+        "Missions at once while killing and restarting agents, decide in the Approval console, "
+        "send what a hostile client would, and prove it all from the signed Group logs. Prints "
+        "each named check; exits 0 only if every check passed. Its folder (under --state-dir) "
+        "keeps each process's log.",
     )
     parser.add_argument(
         "--state-dir",
         type=Path,
         default=Path(".mwp/demo"),
-        help="folder for the embedded server's state",
+        help="folder for the demo's state and logs (emptied first)",
     )
     parser.add_argument(
-        "--temporal-address", default=None, help="use this Temporal cluster instead of starting one"
+        "--json", action="store_true", help="print the report as one JSON object on stdout"
+    )
+    parser.add_argument(
+        "--one-mission",
+        action="store_true",
+        help="instead: one Mission end to end in one process on the embedded stack",
+    )
+    parser.add_argument(
+        "--temporal-address",
+        default=None,
+        help="with --one-mission: use this Temporal cluster instead of starting one",
     )
     parser.add_argument(
         "--codec",
         action="store_true",
-        help="only the signed-document demo (no Temporal): sign, verify, admit",
-    )
-    parser.add_argument(
-        "--proof-of-concept",
-        action="store_true",
-        help="the multi-process proof of concept (in progress: docs/proof-of-concept.md)",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="with --proof-of-concept: print the report as JSON"
+        help="instead: only the signed-document demo (no Temporal): sign, verify, admit",
     )
     parser.set_defaults(handler=run)
 
@@ -48,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         from mwp.dev.codec_demo import run_demo
 
         return 0 if run_demo(args.state_dir) else 1
-    if args.proof_of_concept:
+    if not args.one_mission:
         return _proof_of_concept(args)
     from mwp.dev.mission_demo import demo_with_stack
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.common import MetricGauge, MetricMeter
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -745,6 +746,13 @@ class Connection:
             if exc.action_id is None and getattr(exc, "wire", None) is None:
                 exc.action_id = command.get("actionId")
             await self.send_error(exc, frame_id)
+            return
+        except WorkflowUpdateRPCTimeoutOrCancelledError:  # the sender's resend is decided once
+            log.warning(
+                "no decision on Command %s in time: its sender may resend it",
+                command.get("actionId"),
+            )
+            await self.send_error(_unavailable(command.get("actionId")), frame_id)
             return
         except Exception:  # anything else: the Authority's answer is unknown, resend is safe
             log.exception("forwarding a Command failed")
