@@ -51,6 +51,8 @@ class PlannedItem:
     # The agents it may be offered to, in order of preference (empty: the Coordinator's workers).
     candidates: Sequence[str] = ()
     deadline_hours: float = 24.0
+    # Who else it is offered to once an owner lost it (lease expired, start missed).
+    reassign_to: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if not self.key or len(self.key) > 64 or not set(self.key) <= KEY_CHARS:

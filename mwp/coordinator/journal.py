@@ -29,6 +29,7 @@ def _item_json(item: PlannedItem) -> Json:
         "budget": dict(item.budget) if item.budget is not None else None,
         "candidates": list(item.candidates),
         "deadlineHours": item.deadline_hours,
+        "reassignTo": list(item.reassign_to),
     }
 
 
@@ -43,6 +44,7 @@ def _item(value: Json) -> PlannedItem:
         value["budget"],
         tuple(value["candidates"]),
         float(value["deadlineHours"]),
+        tuple(value.get("reassignTo", ())),  # absent from journals written before it
     )
 
 

@@ -15,7 +15,9 @@ taken (its Events not yet seen) is at worst refused by the Authority and asked a
   and its key).
 * ``Offer`` an ``open`` or ``failed`` item once every dependency is ``verified`` and it has no
   pending offer; a ``failed`` one only while fewer than ``retryPolicy.maxAttempts`` owners
-  tried it (its Ownership Epoch).
+  tried it (its Ownership Epoch). An item whose owner was fenced (its lease expired, it missed
+  its start, it left the Group) is offered again, to its candidates and ``reassign_to`` other
+  than the agent that lost it (the Authority fences that ownership in the same transition).
 * ``ReviewResult`` each ``submitted`` item.
 * ``SubmitMission`` once every planned item is ``verified``: their Artifacts, in plan order.
 """
@@ -178,6 +180,13 @@ def _lease_due(
     return now >= expires - timedelta(seconds=lease_seconds / 3)
 
 
+def _abandoned(view: Mapping[str, Any]) -> bool:
+    """Owned, but its owner was fenced: nobody will finish it unless it is offered again."""
+    return view.get("state") in ("queued", "active", "blocked") and bool(
+        view.get("ownerFencedReason")
+    )
+
+
 def _pending_offer(view: Mapping[str, Any]) -> bool:
     return any(o.get("status") == "pending" for o in view.get("offers") or [])
 
@@ -237,7 +246,7 @@ def next_steps(
         state = view.get("state")
         if state == "submitted":
             steps.append(ReviewResult(ids[item.key]))
-        elif state in ("open", "failed") and not _pending_offer(view):
+        elif (state in ("open", "failed") or _abandoned(view)) and not _pending_offer(view):
             if not all(ids.get(k, id_of(group_id, k)) in verified for k in item.depends_on):
                 continue
             policy = (view.get("contract") or {}).get("retryPolicy", {})
@@ -246,6 +255,10 @@ def next_steps(
             ):
                 continue  # every attempt failed: given up, the item stays failed
             candidates = tuple(item.candidates or workers)
+            if _abandoned(view):
+                lost = (view.get("owner") or {}).get("agentId")
+                others = [a for a in (*candidates, *item.reassign_to) if a != lost]
+                candidates = tuple(dict.fromkeys(others)) or candidates
             if candidates:
                 steps.append(Offer(ids[item.key], candidates, item.capability))
     if all(ids[item.key] in verified for item in planned):

@@ -37,6 +37,11 @@ STAGES: dict[str, tuple[str, str]] = {
     "integration": ("mwp.demo.integration", "developer"),
 }
 WORKERS = ("analyst", "developer", "tester", "reviewer")
+# Stage → who else takes it once its Worker lost it (the demo lets the reviewer's lease expire).
+REASSIGN: dict[str, str] = {"code-review": "analyst"}
+# Execution Lease seconds per Worker (`mwp agent run --lease-seconds`): the reviewer's is short,
+# so that its expiry after the demo kills it comes soon.
+LEASE_SECONDS: dict[str, int] = {"reviewer": 5}
 OUTSIDER = "auditor"  # registered, never a member of a Group: the isolation checks' agent
 SLOTS = {"tester": 2}
 # Seconds each checkpointed step of a run takes: long enough for runs in two Groups to overlap.
@@ -50,7 +55,13 @@ def agent_id(name: str) -> str:
 
 
 def capabilities_of(name: str) -> list[str]:
-    return sorted({capability for capability, worker in STAGES.values() if worker == name})
+    return sorted(
+        {
+            capability
+            for stage, (capability, worker) in STAGES.items()
+            if name in (worker, REASSIGN.get(stage))
+        }
+    )
 
 
 def _state() -> Path:
@@ -95,6 +106,7 @@ def _planned(key: str, goal: str, stage: str, depends_on: tuple[str, ...] = ()) 
         depends_on=depends_on,
         capability=(capability, VERSION),
         candidates=[agent_id(worker)],
+        reassign_to=[agent_id(REASSIGN[stage])] if stage in REASSIGN else [],
     )
 
 

@@ -17,6 +17,7 @@ from mwp.demo.report import Report
 
 Json = dict[str, Any]
 LEASE_REVOKED = "ext.missionweaveprotocol.core.execution_lease_revoked"
+OWNERSHIP_EXPIRED = "ext.missionweaveprotocol.core.ownership_expired"
 PUBLISHED = "ext.missionweaveprotocol.core.context_package_published"
 
 
@@ -27,6 +28,7 @@ def prove(
     *,
     killed_item: str,
     preempted: str,
+    expired: str,
     tester_status: str,
 ) -> None:
     """Every check of this module, on the ``full`` and ``small`` Missions' logs."""
@@ -38,7 +40,8 @@ def prove(
     _restart(report, logs, killed_item, tester_status)
     _slots(report, logs)
     _late_joiner(report, full)
-    _preemption(report, full, preempted)
+    _preemption(report, full, preempted, "developer")
+    _reassignment(report, full, expired)
 
 
 def _plan(report: Report, full: GroupEvents, small: GroupEvents) -> None:
@@ -221,8 +224,8 @@ def _late_joiner(report: Report, full: GroupEvents) -> None:
     )
 
 
-def _preemption(report: Report, full: GroupEvents, item: str) -> None:
-    reviewer = cast.agent_id("reviewer")
+def _preemption(report: Report, full: GroupEvents, item: str, name: str) -> None:
+    worker = cast.agent_id(name)
     started = full.of("work.started", item)
     checkpointed = full.first("work.checkpointed", item)
     submitted = full.first("work.submitted", item)
@@ -237,12 +240,61 @@ def _preemption(report: Report, full: GroupEvents, item: str) -> None:
         and checkpointed is not None
         and submitted is not None
         and started[0]["sequence"] < checkpointed["sequence"] < started[1]["sequence"]
-        and all(e["actor"]["id"] == reviewer for e in (*started, submitted))
+        and all(e["actor"]["id"] == worker for e in (*started, submitted))
         and len(resumed) < cast.STEPS,
-        "asked to preempt, the reviewer stopped its run at its next checkpoint, queued the "
+        f"asked to preempt, the {name} stopped its run at its next checkpoint, queued the "
         "WorkItem again and resumed it from that checkpoint (fewer steps left to run)",
         events=proof([started[0] if started else None, checkpointed, *started[1:], submitted]),
         stepsAfterResume=len(resumed),
+    )
+
+
+def _reassignment(report: Report, full: GroupEvents, item: str) -> None:
+    reviewer, analyst = cast.agent_id("reviewer"), cast.agent_id("analyst")
+    expired = full.first(OWNERSHIP_EXPIRED, item)
+    offers = full.of("work.offer.created", item)
+    again = offers[-1] if len(offers) > 1 else None
+    accepted = full.of("work.offer.accepted", item)
+    started = full.of("work.started", item)
+    submitted = full.first("work.submitted", item)
+    verified = full.first("work.result.accepted", item)
+    report.check(
+        "failure.lease_expiry",
+        expired is not None
+        and expired["payload"].get("agentId") == reviewer
+        and expired["payload"].get("reason") == "execution_lease_expired",
+        "the reviewer, killed mid-review and left down, stopped renewing its Execution Lease: "
+        "the Authority's timer recorded the ownership expired and fenced it",
+        events=proof([started[0] if started else None, expired]),
+    )
+    fenced = (again or {}).get("payload", {}).get("fencedOwnership") or {}
+    report.check(
+        "failure.reassignment",
+        again is not None
+        and fenced.get("agentId") == reviewer
+        and [o["agentId"] for o in again["payload"]["offers"]] == [analyst]
+        and bool(accepted)
+        and accepted[-1]["actor"]["id"] == analyst
+        and submitted is not None
+        and submitted["actor"]["id"] == analyst
+        and verified is not None,
+        "the Coordinator offered the abandoned review to the analyst (fencing the reviewer's "
+        "ownership in the same transition); the analyst took it, submitted it and it was "
+        "verified",
+        events=proof([again, accepted[-1] if accepted else None, submitted, verified]),
+    )
+    resumed = [
+        e
+        for e in full.of("work.progressed", item)
+        if started and e["sequence"] > started[-1]["sequence"]
+    ]
+    report.check(
+        "context.resumed_from_checkpoint",
+        len(started) >= 2 and started[-1]["actor"]["id"] == analyst and len(resumed) < cast.STEPS,
+        "the analyst resumed the review from the reviewer's last checkpoint, which the offer's "
+        "Context Package cited (fewer steps left to run)",
+        stepsAfterResume=len(resumed),
+        events=proof(started[-1:]),
     )
 
 

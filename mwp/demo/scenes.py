@@ -48,13 +48,24 @@ async def play(poc: ProofOfConcept) -> None:
     lead.start()
     await lead.wait_for("Gateway", 90)
 
-    # Safe checkpoint preemption: the reviewer's run is asked to stop at its next checkpoint.
+    # Lease expiry: the reviewer dies mid-review and stays down; its lease runs out and the
+    # Coordinator offers the review to the analyst, who resumes from the last checkpoint.
     reviewing = await until(
-        "the reviewer to run the code review", lambda: owned_by(full, "reviewer", "active")
+        "the reviewer to checkpoint the code review",
+        lambda: _checkpointed(full, "reviewer"),
     )
-    preempted = reviewing[0]["workItemId"]
-    await _preempt(poc, "reviewer", full.group_id, preempted)
-    poc.report.out(f"asked the reviewer to stop {preempted} at its next checkpoint")
+    expired = reviewing["workItemId"]
+    poc.report.out(f"killed the reviewer (PID {poc.process('reviewer').kill()}) in {expired}")
+
+    # Safe checkpoint preemption: the developer's integration run is asked to stop at its
+    # next checkpoint.
+    integrating = await until(
+        "the developer to run the integration",
+        lambda: _running(full, "developer", "Integration"),
+    )
+    preempted = integrating["workItemId"]
+    await _preempt(poc, "developer", full.group_id, preempted)
+    poc.report.out(f"asked the developer to stop {preempted} at its next checkpoint")
 
     await until("both Missions to await Approval", lambda: _both(full, small, "awaiting_approval"))
     await _protocol_failures(poc, client, small, full, replaced)
@@ -123,9 +134,27 @@ async def play(poc: ProofOfConcept) -> None:
     await prove_isolation(poc, small)
     await _archive(poc, small)
     await _prove_from_logs(
-        poc, client, full, small, queues, running[0]["workItemId"], preempted, replaced
+        poc, client, full, small, queues, running[0]["workItemId"], preempted, replaced, expired
     )
     await until("", lambda: in_state(full, "approved"), 5)
+
+
+async def _running(mission: MissionHandle, agent: str, goal: str) -> Json | None:
+    """The item ``agent`` runs in ``mission`` whose goal starts with ``goal``."""
+    for item in await owned_by(mission, agent, "active"):
+        if item["contract"]["goal"].startswith(goal):
+            found: Json = item
+            return found
+    return None
+
+
+async def _checkpointed(mission: MissionHandle, agent: str) -> Json | None:
+    """An item ``agent`` runs in ``mission`` that has a checkpoint to resume from."""
+    for item in await owned_by(mission, agent, "active"):
+        if (item.get("checkpoint") or {}).get("checkpointRef"):
+            found: Json = item
+            return found
+    return None
 
 
 async def _preempt(poc: ProofOfConcept, name: str, group_id: str, work_item_id: str) -> None:
@@ -380,6 +409,7 @@ async def _prove_from_logs(
     killed_item: str,
     preempted: str,
     replaced: Json,
+    expired: str,
 ) -> None:
     check = poc.report.check
     evidence = await client.registry(organization_id_of(poc.state)).evidence()
@@ -419,6 +449,7 @@ async def _prove_from_logs(
         evidence,
         killed_item=killed_item,
         preempted=preempted,
+        expired=expired,
         tester_status=queues,
     )
     check(

@@ -124,7 +124,12 @@ class ProofOfConcept:
             cards={n: c and c["cardVersion"] for n, c in cards.items()},
         )
         for name in cast.WORKERS:
-            self.processes.start(name, "agent", "run", f"mwp.demo.cast:{name}")
+            lease = (
+                [f"--lease-seconds={cast.LEASE_SECONDS[name]}"]
+                if name in cast.LEASE_SECONDS
+                else []
+            )
+            self.processes.start(name, "agent", "run", f"mwp.demo.cast:{name}", *lease)
         self.processes.start("lead", "coordinator", "run", "mwp.demo.cast:lead")
         for process in self.processes.started[1:]:
             await process.wait_for("Gateway" if process.name == "lead" else "Task queue", 90)

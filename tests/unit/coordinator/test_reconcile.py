@@ -27,7 +27,7 @@ from mwp.coordinator.reconcile import (
 )
 from mwp.core.models import validate_document
 from mwp.core.wire.values import format_utc, parse_timestamp
-from tests.unit.group.harness import ARTIFACT_A, COORD, COORD2, W1, Harness, item_id
+from tests.unit.group.harness import ARTIFACT_A, COORD, COORD2, W1, W2, Harness, item_id
 
 PLAN = JournaledPlan(
     "initial",
@@ -211,6 +211,35 @@ def test_an_item_is_offered_again_after_a_rejection_up_to_its_attempts(h: Harnes
             workItemId=item_id("analyse"),
         )
     assert steps(h, [single]) == []  # three attempts: given up
+
+
+def test_an_item_whose_owner_lost_its_lease_is_offered_to_another(h: Harness) -> None:
+    """W1's Execution Lease runs out mid-run: the item stays active under a fenced owner, and
+    the next step offers it again, to the candidates and ``reassign_to`` other than W1; the
+    Authority takes that offer (fencing W1's ownership in the same transition)."""
+    h.admit(W2)
+    single = JournaledPlan(
+        "initial",
+        (PlannedItem("analyse", "Analyse it", candidates=(W1.id,), reassign_to=(W2.id, W1.id)),),
+    )
+    take(h, steps(h, [single])[0])
+    take(h, steps(h, [single])[0])
+    h.accept("analyse")
+    h.start("analyse")
+    assert steps(h, [single]) == []  # a live owner: nothing to do
+    lease = h.lease_id("analyse")
+    h.advance(300)
+    assert h.fire(item_id("analyse"), "execution_lease", lease) is not None
+    view = h.view("analyse")
+    assert view["state"] == "active" and view["ownerFencedReason"]
+    (offer,) = steps(h, [single])
+    assert isinstance(offer, Offer) and offer.candidates == (W2.id,)
+    take(h, offer)
+    created = h.events[-1]
+    assert created["kind"] == "work.offer.created"
+    assert created["payload"]["fencedOwnership"]["agentId"] == W1.id
+    assert [o["agentId"] for o in created["payload"]["offers"]] == [W2.id]
+    assert steps(h, [single]) == []  # offered: nothing more until it is taken or lapses
 
 
 def test_work_item_ids_derive_from_the_group_and_key() -> None:
