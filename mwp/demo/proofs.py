@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from mwp.core.scheduler.group_queue import GroupQueue, snapshot_json
+from mwp.core.scheduler.metadata import scheduling_metadata
 from mwp.core.trust.registry import RegistryEvidence
 from mwp.core.trust.signed_document import PROFILES, VerificationError, verify_value
 from mwp.demo import cast
@@ -18,30 +21,39 @@ from mwp.demo.report import Report
 Json = dict[str, Any]
 LEASE_REVOKED = "ext.missionweaveprotocol.core.execution_lease_revoked"
 OWNERSHIP_EXPIRED = "ext.missionweaveprotocol.core.ownership_expired"
+USAGE_RECORDED = "ext.missionweaveprotocol.core.resource_usage_recorded"
 PUBLISHED = "ext.missionweaveprotocol.core.context_package_published"
 
 
+@dataclass(frozen=True)
+class Injected:
+    """What the scenes did, for the checks to find in the logs."""
+
+    killed: str  # the tester's WorkItem when it was killed
+    tester_status: str  # `mwp agent status --json` of the restarted tester
+    replaced: Json  # mission.coordinator.assigned of the re-appointed Coordinator
+    expired: str  # the review the killed reviewer held
+    preempted: str  # the developer's integration run asked to preempt
+    offline: str  # the developer's revision run cut off from the gateway
+    disconnection: Json  # the gateway process killed and started again
+
+
 def prove(
-    report: Report,
-    logs: dict[str, GroupEvents],
-    evidence: RegistryEvidence,
-    *,
-    killed_item: str,
-    preempted: str,
-    expired: str,
-    tester_status: str,
+    report: Report, logs: dict[str, GroupEvents], evidence: RegistryEvidence, injected: Injected
 ) -> None:
     """Every check of this module, on the ``full`` and ``small`` Missions' logs."""
     full, small = logs["full"], logs["small"]
     _plan(report, full, small)
+    _redelivery(report, logs)
     _reviews(report, logs)
     _revision(report, full)
     _approvals(report, logs, evidence)
-    _restart(report, logs, killed_item, tester_status)
+    _restart(report, logs, injected.killed, injected.tester_status)
     _slots(report, logs)
     _late_joiner(report, full)
-    _preemption(report, full, preempted, "developer")
-    _reassignment(report, full, expired)
+    _preemption(report, full, injected.preempted, "developer")
+    _reassignment(report, full, injected.expired)
+    _disconnection(report, full, injected.offline, injected.disconnection)
 
 
 def _plan(report: Report, full: GroupEvents, small: GroupEvents) -> None:
@@ -66,6 +78,33 @@ def _plan(report: Report, full: GroupEvents, small: GroupEvents) -> None:
         "the two Missions ran at the same time in one Organization",
         full=[e["occurredAt"] for e in _ends(full)],
         small=[e["occurredAt"] for e in _ends(small)],
+    )
+
+
+def _redelivery(report: Report, logs: dict[str, GroupEvents]) -> None:
+    """At-least-once delivery: the tester's Scheduler queue of each Group fed every Event of
+    its signed log twice (each redelivered at once, then the whole log again, as after a
+    reconnection) ends exactly as fed once."""
+    tester = cast.agent_id("tester")
+    same = {}
+    for name, events in logs.items():
+        once, twice = GroupQueue(name, tester), GroupQueue(name, tester)
+        for event in events.events:
+            once.apply(scheduling_metadata(event))
+            twice.apply(scheduling_metadata(event))
+            twice.apply(scheduling_metadata(event))
+        for event in events.events:
+            twice.apply(scheduling_metadata(event))
+        same[name] = snapshot_json(once) == snapshot_json(twice) and once.cursor == len(
+            events.events
+        )
+    report.check(
+        "failure.duplicate_event_delivery",
+        all(same.values()),
+        "every Event of both Groups delivered twice over, and the whole log once more, "
+        "leaves the tester's Scheduler queues exactly as one delivery does",
+        groups=same,
+        events={name: len(events.events) for name, events in logs.items()},
     )
 
 
@@ -295,6 +334,30 @@ def _reassignment(report: Report, full: GroupEvents, item: str) -> None:
         "Context Package cited (fewer steps left to run)",
         stepsAfterResume=len(resumed),
         events=proof(started[-1:]),
+    )
+
+
+def _disconnection(report: Report, full: GroupEvents, item: str, cut: Json) -> None:
+    developer = cast.agent_id("developer")
+    usage = [
+        e
+        for e in full.of(USAGE_RECORDED, item)
+        if "reconciliation" in e["payload"] and e["actor"]["id"] == developer
+    ]
+    after = [
+        e
+        for e in full.of("work.checkpointed", item)
+        if usage and e["sequence"] == usage[0]["sequence"] + 1
+    ]
+    verified = full.first("work.result.accepted", item)
+    report.check(
+        "failure.group_disconnection",
+        bool(usage) and bool(after) and verified is not None,
+        "with the gateway killed mid-run, the developer's revision went on offline and buffered "
+        "its checkpoint; reconnected under a new Session it reconciled them (the offline usage "
+        "charged, then the checkpoint, in one decision) and the revision was verified",
+        gateway=cut,
+        events=proof([*usage[:1], *after[:1], verified]),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -19,6 +20,7 @@ from mwp.demo.setup import CHANGES, ProofOfConcept, in_state, owned_by, until
 from mwp.dev.stack import DEFAULT_AGENTS_NAMESPACE as AGENTS_NAMESPACE
 
 Json = dict[str, Any]
+DISCONNECTED_SECONDS = 3.0
 
 
 async def play(poc: ProofOfConcept) -> None:
@@ -122,6 +124,10 @@ async def play(poc: ProofOfConcept) -> None:
             "the small Mission is approved from the console",
             events=approved_small["events"],
         )
+        revising = await until(
+            "the developer to run the revision", lambda: _running(full, "developer", "Revise")
+        )
+        cut = await _disconnect(poc)
         await until("the revised Mission", lambda: _resubmitted(full, first))
         approved = await console.decide(full.mission_id, "approve", "")
         check(
@@ -133,10 +139,29 @@ async def play(poc: ProofOfConcept) -> None:
 
     await prove_isolation(poc, small)
     await _archive(poc, small)
-    await _prove_from_logs(
-        poc, client, full, small, queues, running[0]["workItemId"], preempted, replaced, expired
+    injected = proofs.Injected(
+        killed=running[0]["workItemId"],
+        tester_status=queues,
+        replaced=replaced,
+        expired=expired,
+        preempted=preempted,
+        offline=revising["workItemId"],
+        disconnection=cut,
     )
+    await _prove_from_logs(poc, client, full, small, injected)
     await until("", lambda: in_state(full, "approved"), 5)
+
+
+async def _disconnect(poc: ProofOfConcept) -> Json:
+    """A temporary disconnection: the gateway process dies (every agent loses its Groups) and
+    comes back a few seconds later; runs in flight go on offline and are reconciled."""
+    gateway = poc.process("gateway")
+    killed = gateway.kill()
+    poc.report.out(f"killed the gateway (PID {killed}): every agent is cut off from its Groups")
+    await asyncio.sleep(DISCONNECTED_SECONDS)
+    gateway.start()
+    await gateway.wait_for("Artifacts", 60)
+    return {"killed": killed, "restarted": gateway.process.pid if gateway.process else None}
 
 
 async def _running(mission: MissionHandle, agent: str, goal: str) -> Json | None:
@@ -405,11 +430,7 @@ async def _prove_from_logs(
     client: MwpClient,
     full: MissionHandle,
     small: MissionHandle,
-    queues: str,
-    killed_item: str,
-    preempted: str,
-    replaced: Json,
-    expired: str,
+    injected: proofs.Injected,
 ) -> None:
     check = poc.report.check
     evidence = await client.registry(organization_id_of(poc.state)).evidence()
@@ -431,27 +452,19 @@ async def _prove_from_logs(
     after = [
         e
         for e in logs["full"].by(lead, ["work.result.accepted", "mission.submitted_for_approval"])
-        if e["sequence"] > replaced["sequence"]
+        if e["sequence"] > injected.replaced["sequence"]
     ]
     check(
         "coordinator.works_under_new_epoch",
         {e["kind"] for e in after} == {"work.result.accepted", "mission.submitted_for_approval"},
         "the restarted Coordinator reviewed results and submitted the Mission under the new "
         "Coordinator Epoch (the Authority refuses coordination under any other)",
-        replacedAt=replaced["sequence"],
+        replacedAt=injected.replaced["sequence"],
         events=proof(after[:4]),
     )
     a, b = logs["full"], logs["small"]
     tester, developer = cast.agent_id("tester"), cast.agent_id("developer")
-    proofs.prove(
-        poc.report,
-        logs,
-        evidence,
-        killed_item=killed_item,
-        preempted=preempted,
-        expired=expired,
-        tester_status=queues,
-    )
+    proofs.prove(poc.report, logs, evidence, injected)
     check(
         "scheduling.shared_worker",
         all(g.by(a_id, ["work.started"]) for g in (a, b) for a_id in (tester, developer)),
@@ -459,7 +472,14 @@ async def _prove_from_logs(
         started={n: len(g.by(tester, ["work.started"])) for n, g in logs.items()},
     )
     poc.report.facts.update(
-        testerStatus=queues[:2000], testerKilled=killed_item, reviewerPreempted=preempted
+        testerStatus=injected.tester_status[:2000],
+        injected={
+            "testerKilledIn": injected.killed,
+            "reviewerKilledIn": injected.expired,
+            "developerPreemptedIn": injected.preempted,
+            "developerCutOffIn": injected.offline,
+            "gateway": injected.disconnection,
+        },
     )
 
 

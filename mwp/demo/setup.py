@@ -63,7 +63,16 @@ class ProofOfConcept:
         self.state = folder / STATE
         self.report = report
         self.interactive = interactive
-        ports = {name: free_port() for name in ("temporal", "ui", "gw", "art", "console")}
+        names = ("temporal", "ui", "gw", "art", "console", "hints")
+        ports = {name: free_port() for name in names}
+        # The gateway runs as its own process (the demo cuts every agent off by killing it);
+        # the authority worker's mirror tells it of new Events over UDP.
+        self.gateway_argv = [
+            "gateway",
+            f"--listen=127.0.0.1:{ports['gw']}",
+            f"--artifact-listen=127.0.0.1:{ports['art']}",
+            f"--hint-listen=127.0.0.1:{ports['hints']}",
+        ]
         self.address = f"127.0.0.1:{ports['temporal']}"
         self.ui_url = f"http://127.0.0.1:{ports['ui']}"
         self.console_url = f"http://127.0.0.1:{ports['console']}/"
@@ -76,6 +85,7 @@ class ProofOfConcept:
             "MWP_ARTIFACT_PORT": str(ports["art"]),
             "MWP_CONSOLE_PORT": str(ports["console"]),
             "MWP_STATE_DIR": STATE,
+            "MWP_GATEWAY_HINTS": f"127.0.0.1:{ports['hints']}",
             "PYTHONUNBUFFERED": "1",
         }
         self.processes = Processes(folder, folder / "logs", env)
@@ -86,7 +96,7 @@ class ProofOfConcept:
     async def start(self) -> MwpClient:
         check = self.report.check
         out = self.report.out
-        dev = self.processes.start("dev", "dev")
+        dev = self.processes.start("dev", "dev", "--no-gateway")
         await dev.wait_for("Ready in", 120)
         out(f"Temporal UI {self.ui_url}   console {self.console_url}")
         self.report.facts.update(temporalUi=self.ui_url, console=self.console_url)
@@ -108,6 +118,8 @@ class ProofOfConcept:
         await self.processes.run(
             "registry", "add-agent", cast.OUTSIDER, "--owner", "ada", "--capability", AUDIT
         )
+        gateway = self.processes.start("gateway", *self.gateway_argv)
+        await gateway.wait_for("Artifacts", 60)
         client = await connect(self.address, "default")
         organization = organization_id_of(self.state)
         registry = client.registry(organization)
@@ -131,14 +143,14 @@ class ProofOfConcept:
             )
             self.processes.start(name, "agent", "run", f"mwp.demo.cast:{name}", *lease)
         self.processes.start("lead", "coordinator", "run", "mwp.demo.cast:lead")
-        for process in self.processes.started[1:]:
+        for process in self.processes.started[2:]:
             await process.wait_for("Gateway" if process.name == "lead" else "Task queue", 90)
         pids = {p.name: p.process.pid for p in self.processes.started if p.process}
         check(
             "agents.own_processes",
-            len(set(pids.values())) == len(pids) == 6
+            len(set(pids.values())) == len(pids) == 7
             and all(p.alive() for p in self.processes.started),
-            "the stack, four Workers and the Coordinator are six live processes",
+            "the stack, the gateway, four Workers and the Coordinator are seven live processes",
             pids=pids,
         )
         async with aiohttp.ClientSession() as http:
@@ -157,7 +169,7 @@ class ProofOfConcept:
                     "the console serves its page",
                     status=answer.status,
                 )
-        lines = {n: self.processes.started[i + 1].this_run() for i, n in enumerate(cast.WORKERS)}
+        lines = {n: self.process(n).this_run() for n in cast.WORKERS}
         check(
             "agents.through_gateway",
             all("wss://" in text for text in lines.values()),

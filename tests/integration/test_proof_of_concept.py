@@ -26,6 +26,8 @@ REQUIRED = {
     "isolation.artifacts",
     "isolation.context",
     "failure.duplicate_delivery",
+    "failure.duplicate_event_delivery",
+    "failure.group_disconnection",
     "failure.worker_restart",
     "failure.lease_expiry",
     "failure.reassignment",
