@@ -47,6 +47,7 @@ SLOTS = {"tester": 2}
 # Seconds each checkpointed step of a run takes: long enough for runs in two Groups to overlap.
 STEP_SECONDS = float(os.environ.get("MWP_DEMO_STEP_SECONDS", "0.5"))
 STEPS = 3
+SMALL_TESTS = 4  # the small Mission's tests: a backlog for the tester's two slots
 ESTIMATE = "2030-01-01T00:00:00Z"  # each run's revised finish estimate, well ahead
 
 
@@ -122,13 +123,15 @@ def _lead() -> Coordinator:
     @lead.plan
     async def plan(ctx: PlanningContext) -> Plan:
         objective = ctx.objective
-        if objective.startswith("Fix"):  # a small Mission: the change and its tests
-            return Plan(
-                [
-                    _planned("implementation", f"Implement: {objective}", "implementation"),
-                    _planned("testing", f"Test: {objective}", "testing", ("implementation",)),
-                ]
-            )
+        if objective.startswith("Hotfix"):  # an urgent arrival: one test run
+            return Plan([_planned("testing", f"Hotfix test: {objective}", "testing")])
+        if objective.startswith("Fix"):  # a small Mission: the change, then tests in parallel
+            change = _planned("implementation", f"Implement: {objective}", "implementation")
+            tests = [
+                _planned(f"testing-{n}", f"Test {n}: {objective}", "testing", ("implementation",))
+                for n in range(1, SMALL_TESTS + 1)
+            ]
+            return Plan([change, *tests])
         chain = list(STAGES)
         return Plan(
             [

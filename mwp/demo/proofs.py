@@ -30,12 +30,14 @@ class Injected:
     """What the scenes did, for the checks to find in the logs."""
 
     killed: str  # the tester's WorkItem when it was killed
+    killed_at: float  # when
     tester_status: str  # `mwp agent status --json` of the restarted tester
     replaced: Json  # mission.coordinator.assigned of the re-appointed Coordinator
     expired: str  # the review the killed reviewer held
     preempted: str  # the developer's integration run asked to preempt
     offline: str  # the developer's revision run cut off from the gateway
     disconnection: Json  # the gateway process killed and started again
+    arrived_at: float  # when the hotfix Mission was created (and the small Group capped)
 
 
 def prove(
@@ -48,12 +50,13 @@ def prove(
     _reviews(report, logs)
     _revision(report, full)
     _approvals(report, logs, evidence)
-    _restart(report, logs, injected.killed, injected.tester_status)
+    _restart(report, logs, injected)
     _slots(report, logs)
     _late_joiner(report, full)
     _preemption(report, full, injected.preempted, "developer")
     _reassignment(report, full, injected.expired)
     _disconnection(report, full, injected.offline, injected.disconnection)
+    _priority(report, logs, injected.arrived_at)
 
 
 def _plan(report: Report, full: GroupEvents, small: GroupEvents) -> None:
@@ -173,9 +176,8 @@ def _approvals(report: Report, logs: dict[str, GroupEvents], evidence: RegistryE
     )
 
 
-def _restart(
-    report: Report, logs: dict[str, GroupEvents], killed_item: str, tester_status: str
-) -> None:
+def _restart(report: Report, logs: dict[str, GroupEvents], injected: Injected) -> None:
+    killed_item, tester_status = injected.killed, injected.tester_status
     tester = cast.agent_id("tester")
     events = next((g for g in logs.values() if g.first("work.authorized", killed_item)), None)
     chain: list[Json | None] = []
@@ -199,12 +201,25 @@ def _restart(
         "submitted it",
         events=proof(chain),
     )
+    member = sorted(
+        name
+        for name, events in logs.items()
+        if any(
+            e["payload"]["membership"]["member"]["id"] == tester and _at(e) < injected.killed_at
+            for e in events.of("membership.changed")
+        )
+    )
     report.check(
         "scheduling.queues_rebuilt",
-        status.get("groups") == 2 and len(status.get("served") or {}) == 2,
-        "the restarted tester's Scheduler was rebuilt with a queue per Group (both Missions)",
+        bool(member)
+        and int(status.get("groups") or 0) >= len(member)
+        and int(status.get("running") or 0) + int(status.get("queued") or 0) >= 1,
+        "the restarted tester's Scheduler was rebuilt from the gateway's redelivery: a queue "
+        "for each Group it was a member of when it died, holding its work again",
+        memberOf=member,
         groups=status.get("groups"),
-        served=status.get("served"),
+        running=status.get("running"),
+        queued=status.get("queued"),
         sessionEpoch=status.get("sessionEpoch"),
     )
 
@@ -358,6 +373,33 @@ def _disconnection(report: Report, full: GroupEvents, item: str, cut: Json) -> N
         "charged, then the checkpoint, in one decision) and the revision was verified",
         gateway=cut,
         events=proof([*usage[:1], *after[:1], verified]),
+    )
+
+
+def _priority(report: Report, logs: dict[str, GroupEvents], arrived_at: float) -> None:
+    tester = cast.agent_id("tester")
+    small, hotfix = logs["small"], logs["hotfix"]
+    started = hotfix.first("work.started")
+    tests = [e["workItemId"] for e in small.of("work.authorized")][1:]
+    waiting = [  # the small tests the tester had taken before the hotfix arrived
+        item
+        for item in tests
+        if (accepted := small.first("work.offer.accepted", item)) is not None
+        and _at(accepted) < arrived_at
+    ]
+    overtaken = [
+        item
+        for item in waiting
+        if started is not None and _at(small.of("work.started", item)[-1]) > _at(started)
+    ]
+    report.check(
+        "scheduling.high_priority_arrival",
+        started is not None and started["actor"]["id"] == tester and bool(overtaken),
+        "the hotfix, arriving while the tester held a backlog of the small Mission's tests, "
+        "was started ahead of small tests the tester had taken before it (its Group weighted "
+        "4, the small Group capped at one slot)",
+        hotfix=proof([started]),
+        overtaken=overtaken,
     )
 
 

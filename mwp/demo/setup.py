@@ -35,6 +35,7 @@ Json = dict[str, Any]
 STATE = ".mwp"  # inside the demo's folder: every `mwp` command's default state folder
 FULL = "Add CSV export to the reports service"
 SMALL = "Fix the date parser's time-zone bug"
+HOTFIX = "Hotfix the login outage"
 CHANGES = "Also export the totals row."
 SETTLE_SECONDS = 240.0
 AUDIT = "mwp.demo.audit@1.0.0"
@@ -181,22 +182,23 @@ class ProofOfConcept:
     def process(self, name: str) -> Any:
         return next(p for p in self.processes.started if p.name == name)
 
-    async def missions(self, client: MwpClient) -> tuple[MissionHandle, MissionHandle]:
+    async def create_mission(self, client: MwpClient, objective: str) -> MissionHandle:
+        """A Mission of the owner ``ada``, coordinated by ``lead``."""
         owner = KeyStore.in_state_dir(self.state).load("human-ada")
-        missions = MissionClient(client, organization_id_of(self.state))
+        mission, _ = await MissionClient(client, organization_id_of(self.state)).create(
+            owner,
+            objective=objective,
+            coordinator_agent_id=cast.agent_id("lead"),
+            definition_of_done=definition_of_done(f"{objective}: delivered and tested."),
+            budget=mission_budget(),
+            deadline=in_seconds(7 * 86400),
+        )
+        return mission
 
-        async def create(objective: str) -> MissionHandle:
-            mission, _ = await missions.create(
-                owner,
-                objective=objective,
-                coordinator_agent_id=cast.agent_id("lead"),
-                definition_of_done=definition_of_done(f"{objective}: delivered and tested."),
-                budget=mission_budget(),
-                deadline=in_seconds(7 * 86400),
-            )
-            return mission
-
-        full, small = await asyncio.gather(create(FULL), create(SMALL))
+    async def missions(self, client: MwpClient) -> tuple[MissionHandle, MissionHandle]:
+        full, small = await asyncio.gather(
+            self.create_mission(client, FULL), self.create_mission(client, SMALL)
+        )
         self.report.out(f"Missions {full.mission_id} and {small.mission_id} created")
         return full, small
 

@@ -21,6 +21,7 @@ REQUIRED = {
     "scheduling.several_slots",
     "scheduling.queues_rebuilt",
     "scheduling.checkpoint_preemption",
+    "scheduling.high_priority_arrival",
     "coordinator.reviews_evidence",
     "context.late_joiner",
     "isolation.artifacts",
