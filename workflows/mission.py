@@ -249,6 +249,11 @@ class MissionWorkflow:
         # Commands and its parent's charges are decided one at a time (``_deciding``), and
         # the run loop records nothing while one waits for the parent (``_has_inbox``).
         self._child_usage = self._oversight and workflow.patched(patches.MISSION_CHILD_USAGE.id)
+        # The authority's key work as activities (patches.MISSION_AUTHORITY_ACTIVITIES says
+        # why), in every run started after it.
+        self._key_activities = self._child_usage and workflow.patched(
+            patches.MISSION_AUTHORITY_ACTIVITIES.id
+        )
         self._deciding = asyncio.Lock()
         self._rules = (
             RULES_CHILD_USAGE
@@ -300,12 +305,10 @@ class MissionWorkflow:
         registry = organization_workflow_id(input.organization_id)
         subscription: Any = workflow.info().workflow_id
         if self._sealed:
-            binding = await workflow.execute_local_activity(
+            binding = await self._key_work(
                 SERVICE_KEY,
                 group_authority(input.organization_id).id,
-                result_type=dict,
-                start_to_close_timeout=timedelta(seconds=10),
-                summary="the key that seals this Organization's messages",
+                "the key that seals this Organization's messages",
             )
             self._trusted, self._trusted_binding = TrustedKey.from_binding(binding), binding
             subscription = await self._seal(REGISTRY_SUBSCRIBE, registry, {})
@@ -691,11 +694,8 @@ class MissionWorkflow:
             if not records:
                 return context
             sequence = self._authority.sequence
-            signed = await workflow.execute_local_activity(
-                SIGN_EVIDENCE,
-                EvidenceSigningRequest(self._principal.id, records),
-                result_type=dict,
-                start_to_close_timeout=timedelta(seconds=10),
+            signed = await self._key_work(
+                SIGN_EVIDENCE, EvidenceSigningRequest(self._principal.id, records)
             )
             self._revoke_replaced_sessions()
             if self._authority.sequence == sequence:
@@ -1232,7 +1232,7 @@ class MissionWorkflow:
     # --- sealed messages (mwp.contracts.messages) -------------------------------------------
 
     async def _seal(self, message_type: str, recipient: str, body: dict[str, Any]) -> Any:
-        return await workflow.execute_local_activity(
+        return await self._key_work(
             SEAL_MESSAGE,
             SealRequest(
                 group_authority(self._input.organization_id).id,
@@ -1242,9 +1242,21 @@ class MissionWorkflow:
                 format_utc(workflow.now()),
                 body,
             ),
-            result_type=dict,
-            start_to_close_timeout=timedelta(seconds=10),
         )
+
+    async def _key_work(self, name: str, arg: Any, summary: str | None = None) -> dict[str, Any]:
+        """Run ``name`` on the authority worker, which holds the keys: an activity in runs
+        under MISSION_AUTHORITY_ACTIVITIES, a local activity before."""
+        timeout = timedelta(seconds=10)
+        if self._key_activities:
+            result: dict[str, Any] = await workflow.execute_activity(
+                name, arg, result_type=dict, start_to_close_timeout=timeout, summary=summary
+            )
+            return result
+        result = await workflow.execute_local_activity(
+            name, arg, result_type=dict, start_to_close_timeout=timeout, summary=summary
+        )
+        return result
 
     def _open_inbound(self, message_type: str, value: Any) -> None:
         """Open one sealed message and act on it; refuse (and record) anything else. Nothing

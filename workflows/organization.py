@@ -110,6 +110,10 @@ class OrganizationRegistryWorkflow:
         # Subscriber workflow ID -> highest revision already sent to it (0: none yet).
         self._subscribers: dict[str, int] = dict(state.get("subscribers", {}))
         self._sealed = workflow.patched(patches.REGISTRY_SEALED_MESSAGES.id)
+        # The sealing key and sealed notices by activity (patches.REGISTRY_AUTHORITY_ACTIVITIES).
+        self._key_activities = self._sealed and workflow.patched(
+            patches.REGISTRY_AUTHORITY_ACTIVITIES.id
+        )
         self._trusted: TrustedKey | None = None  # fetched at the start of a sealed run
         # Subscribers that subscribed sealed: their approval notices must be sealed too.
         self._sealed_subscribers: set[str] = set(state.get("sealedSubscribers", []))
@@ -127,12 +131,10 @@ class OrganizationRegistryWorkflow:
             raise ApplicationError("state of another Organization", non_retryable=True)
         self._show_details()
         if self._sealed:
-            binding = await workflow.execute_local_activity(
+            binding = await self._key_work(
                 SERVICE_KEY,
                 group_authority(input.organization_id).id,
-                result_type=dict,
-                start_to_close_timeout=timedelta(seconds=10),
-                summary="the key that seals this Organization's messages",
+                "the key that seals this Organization's messages",
             )
             self._trusted = TrustedKey.from_binding(binding)
         while True:
@@ -318,7 +320,7 @@ class OrganizationRegistryWorkflow:
         """The notice of ``revision`` sealed for every subscriber, sealed once."""
         if self._sealed_notice is None or self._sealed_notice[0] != revision:
             organization_id = self._input.organization_id
-            sealed = await workflow.execute_local_activity(
+            sealed = await self._key_work(
                 SEAL_MESSAGE,
                 SealRequest(
                     group_authority(organization_id).id,
@@ -328,11 +330,23 @@ class OrganizationRegistryWorkflow:
                     self._now(),
                     notice,
                 ),
-                result_type=dict,
-                start_to_close_timeout=timedelta(seconds=10),
             )
             self._sealed_notice = (revision, sealed)
         return self._sealed_notice[1]
+
+    async def _key_work(self, name: str, arg: Any, summary: str | None = None) -> dict[str, Any]:
+        """Run ``name`` on the authority worker, which holds the keys: an activity in runs
+        under REGISTRY_AUTHORITY_ACTIVITIES, a local activity before."""
+        timeout = timedelta(seconds=10)
+        if self._key_activities:
+            result: dict[str, Any] = await workflow.execute_activity(
+                name, arg, result_type=dict, start_to_close_timeout=timeout, summary=summary
+            )
+            return result
+        result = await workflow.execute_local_activity(
+            name, arg, result_type=dict, start_to_close_timeout=timeout, summary=summary
+        )
+        return result
 
     # --- internals --------------------------------------------------------------------------
 

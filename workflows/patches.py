@@ -151,6 +151,29 @@ AGENT_CITED_RESULTS = Patch(
     "test_a_worker_new_to_the_group_starts_an_item_whose_dependency_was_verified_before_it",
 )
 
+# A local activity that resolves while its workflow task is being completed is recorded in that
+# task but handed to the workflow in the next activation; on replay it resolves at its marker,
+# ahead of an Update that arrived in that next activation, and the transition signal it seals
+# then lands before the Update's acceptance: TMPRL1100 "Signal external WF machine does not
+# handle this event: WorkflowExecutionUpdateAccepted" (temporalio 1.35, about one proof of
+# concept run in five; tests/histories/unreplayable). An activity's result is an Event in
+# history, replayed where it arrived.
+MISSION_AUTHORITY_ACTIVITIES = Patch(
+    "mission-authority-activities",
+    "2026-12-03",
+    "MissionWorkflow",
+    "the authority's key work (the sealing key, sealing a message, signing failure Evidence) "
+    "runs as activities, where it ran as local activities",
+)
+
+REGISTRY_AUTHORITY_ACTIVITIES = Patch(
+    "registry-authority-activities",
+    "2026-12-03",
+    "OrganizationRegistryWorkflow",
+    "the sealing key and the sealed registry notice are fetched by activities, where they "
+    "were local activities (see MISSION_AUTHORITY_ACTIVITIES)",
+)
+
 # Oldest first.
 PATCHES: tuple[Patch, ...] = (
     MISSION_SEALED_MESSAGES,
@@ -164,4 +187,6 @@ PATCHES: tuple[Patch, ...] = (
     MISSION_OVERSIGHT,
     MISSION_CHILD_USAGE,
     AGENT_CITED_RESULTS,
+    MISSION_AUTHORITY_ACTIVITIES,
+    REGISTRY_AUTHORITY_ACTIVITIES,
 )

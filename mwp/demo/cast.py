@@ -49,6 +49,16 @@ STEP_SECONDS = float(os.environ.get("MWP_DEMO_STEP_SECONDS", "0.5"))
 STEPS = 3
 SMALL_TESTS = 4  # the small Mission's tests: a backlog for the tester's two slots
 ESTIMATE = "2030-01-01T00:00:00Z"  # each run's revised finish estimate, well ahead
+# Cue → (Worker, goal prefix): that Worker's runs of those items wait after their first
+# checkpoint while the cue's file is in the state folder. The demo creates the files and
+# removes each once the scene that injects a failure into the run is set, so that no scene
+# races the work it stops: a slower machine waits longer and sees the same runs.
+CUES: dict[str, tuple[str, str]] = {
+    "backlog": ("tester", "Test "),  # the small Mission's tests, until the tester is killed
+    "review": ("reviewer", "Code-Review"),  # until the reviewer is killed
+    "integration": ("developer", "Integration"),  # until its preemption is requested
+    "revision": ("developer", "Revise"),  # until the gateway is killed
+}
 
 
 def agent_id(name: str) -> str:
@@ -69,6 +79,10 @@ def _state() -> Path:
     return Path(os.environ.get("MWP_STATE_DIR", ".mwp"))
 
 
+def cue_file(state: Path, cue: str) -> Path:
+    return state / "demo-cues" / cue
+
+
 def _card(name: str) -> CardInfo:
     return CardInfo(organization_id_of(_state()), Principal("human", OWNER), name.title())
 
@@ -76,14 +90,20 @@ def _card(name: str) -> CardInfo:
 def _worker(name: str) -> Agent:
     identity = KeyStore.in_state_dir(_state()).load(f"agent-{name}")
     agent = Agent(agent_id(name), identity, card=_card(name), max_concurrency=SLOTS.get(name, 1))
+    cues = [cue for cue, (worker, _) in CUES.items() if worker == name]
+
+    async def stage_work(ctx: CapabilityContext) -> Submission:
+        return await _stage_work(ctx, cues)
+
     for capability in capabilities_of(name):
-        agent.capability(capability, VERSION)(_stage_work)
+        agent.capability(capability, VERSION)(stage_work)
     return agent
 
 
-async def _stage_work(ctx: CapabilityContext) -> Submission:
+async def _stage_work(ctx: CapabilityContext, cues: list[str]) -> Submission:
     """Work in checkpointed steps (a safe point to preempt, and to resume after a restart),
     then publish the stage's result and Evidence covering every acceptance criterion."""
+    goal = ctx.contract["goal"]
     state = ctx.resume_state or {"done": 0}
     for step in range(state["done"], STEPS):
         await asyncio.sleep(STEP_SECONDS)
@@ -92,7 +112,9 @@ async def _stage_work(ctx: CapabilityContext) -> Submission:
             "working", [f"step {step + 1} of {STEPS}"], "publish", revised_estimate=ESTIMATE
         )
         await ctx.checkpoint(progress, state)
-    goal = ctx.contract["goal"]
+        for cue in cues:
+            while goal.startswith(CUES[cue][1]) and cue_file(_state(), cue).exists():
+                await asyncio.sleep(0.1)
     text = f"{goal}\nDone in {STEPS} steps for WorkItem {ctx.work_item_id}.\n".encode()
     report = await ctx.publish(text, media_type="text/plain", schema_uri="urn:mwp:schema:text")
     criteria = [c["criterionId"] for c in ctx.contract["acceptanceCriteria"]]

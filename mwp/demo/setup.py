@@ -136,6 +136,10 @@ class ProofOfConcept:
             "every agent is registered with an Agent Card declaring its stage's capability",
             cards={n: c and c["cardVersion"] for n, c in cards.items()},
         )
+        for cue in cast.CUES:
+            held = cast.cue_file(self.state, cue)
+            held.parent.mkdir(parents=True, exist_ok=True)
+            held.touch()
         for name in cast.WORKERS:
             lease = (
                 [f"--lease-seconds={cast.LEASE_SECONDS[name]}"]
@@ -178,6 +182,10 @@ class ProofOfConcept:
             said={n: [ln for ln in t.splitlines() if "wss://" in ln][:1] for n, t in lines.items()},
         )
         return client
+
+    def release(self, cue: str) -> None:
+        """Let the runs waiting at ``cue`` go on (see `cast.CUES`)."""
+        cast.cue_file(self.state, cue).unlink(missing_ok=True)
 
     def process(self, name: str) -> Any:
         return next(p for p in self.processes.started if p.name == name)
