@@ -8,6 +8,7 @@ plans; ``runtime`` follows the signed log through the gateway and takes the step
 
 from mwp.coordinator.declaration import (
     ChangesContext,
+    ChildMission,
     Coordinator,
     MessageContext,
     Plan,
@@ -20,6 +21,7 @@ from mwp.coordinator.declaration import (
 
 __all__ = [
     "ChangesContext",
+    "ChildMission",
     "Coordinator",
     "MessageContext",
     "Plan",

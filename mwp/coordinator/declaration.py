@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from mwp.agent.declaration import Agent, AgentDeclarationError, CardInfo
 from mwp.client import Identity
+from mwp.core.wire.values import is_identifier
 
 Json = dict[str, Any]
 
@@ -34,6 +35,28 @@ DEFAULT_CAPABILITY = ("mwp.dev.general", "1.0.0")
 COORDINATION = ("mwp.coordination", "1.0.0")
 DEFAULT_CRITERIA = ("The deliverable meets its goal.",)
 KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_.")
+
+
+@dataclass(frozen=True)
+class ChildMission:
+    """A planned item run as a child Mission (spec 14) in its own Group: ``coordinator`` (an
+    agent other than this Coordinator) coordinates it, this Coordinator is its MissionOwner and
+    approves it once it is submitted, and that approval verifies the item. Its budget is the
+    item's, its deadline the item's."""
+
+    objective: str
+    coordinator: str
+    definition_of_done: Sequence[str] = ("The child Mission's objective is delivered.",)
+
+    def __post_init__(self) -> None:
+        if not self.objective.strip():
+            raise AgentDeclarationError("a child Mission needs an objective")
+        if not is_identifier(self.coordinator):
+            raise AgentDeclarationError(
+                f"a child Mission's coordinator is an agent ID, not {self.coordinator!r}"
+            )
+        if not self.definition_of_done:
+            raise AgentDeclarationError("a child Mission needs a definition of done")
 
 
 @dataclass(frozen=True)
@@ -53,6 +76,8 @@ class PlannedItem:
     deadline_hours: float = 24.0
     # Who else it is offered to once an owner lost it (lease expired, start missed).
     reassign_to: Sequence[str] = ()
+    # Run as a child Mission instead of offered (``candidates`` and ``capability`` unused).
+    child: ChildMission | None = None
 
     def __post_init__(self) -> None:
         if not self.key or len(self.key) > 64 or not set(self.key) <= KEY_CHARS:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mwp.coordinator.declaration import PlannedItem
+from mwp.coordinator.declaration import ChildMission, PlannedItem
 from mwp.coordinator.reconcile import JournaledPlan
 
 Json = dict[str, Any]
@@ -30,6 +30,13 @@ def _item_json(item: PlannedItem) -> Json:
         "candidates": list(item.candidates),
         "deadlineHours": item.deadline_hours,
         "reassignTo": list(item.reassign_to),
+        "child": {
+            "objective": item.child.objective,
+            "coordinator": item.child.coordinator,
+            "definitionOfDone": list(item.child.definition_of_done),
+        }
+        if item.child is not None
+        else None,
     }
 
 
@@ -45,7 +52,14 @@ def _item(value: Json) -> PlannedItem:
         tuple(value["candidates"]),
         float(value["deadlineHours"]),
         tuple(value.get("reassignTo", ())),  # absent from journals written before it
+        _child(value.get("child")),
     )
+
+
+def _child(value: Json | None) -> ChildMission | None:
+    if value is None:
+        return None
+    return ChildMission(value["objective"], value["coordinator"], tuple(value["definitionOfDone"]))
 
 
 class PlanJournal:

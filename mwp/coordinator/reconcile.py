@@ -18,8 +18,13 @@ taken (its Events not yet seen) is at worst refused by the Authority and asked a
   tried it (its Ownership Epoch). An item whose owner was fenced (its lease expired, it missed
   its start, it left the Group) is offered again, to its candidates and ``reassign_to`` other
   than the agent that lost it (the Authority fences that ownership in the same transition).
+* ``Promote`` an ``open`` item planned as a child Mission, once its dependencies are
+  ``verified``, instead of offering it: the child's approval verifies it.
 * ``ReviewResult`` each ``submitted`` item.
 * ``SubmitMission`` once every planned item is ``verified``: their Artifacts, in plan order.
+
+In a child Mission whose MissionOwner is this Coordinator (it promoted the item),
+:func:`owner_steps` gives ``ApproveChild`` once the child Mission awaits Approval.
 """
 
 from __future__ import annotations
@@ -98,8 +103,28 @@ class SubmitMission:
     artifact_hashes: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Promote:
+    work_item_id: str
+    item: PlannedItem  # its ``child`` says what the child Mission is
+
+
+@dataclass(frozen=True)
+class ApproveChild:
+    pass
+
+
 Step = (
-    Renew | NeedPlan | NeedReplan | NeedProposal | Authorize | Offer | ReviewResult | SubmitMission
+    Renew
+    | NeedPlan
+    | NeedReplan
+    | NeedProposal
+    | Authorize
+    | Offer
+    | Promote
+    | ReviewResult
+    | SubmitMission
+    | ApproveChild
 )
 
 
@@ -146,6 +171,31 @@ def contract_of(
         "budget": dict(item.budget) if item.budget is not None else dict(DEFAULT_BUDGET),
         "sideEffectRisk": "none",
         "executionApproval": "not_required",
+    }
+
+
+def child_payload(group_id: str, item: PlannedItem, contract: Mapping[str, Any]) -> Json:
+    """``mission.create_child`` for ``item`` (its Work Contract ``contract``): the child has the
+    item's budget and deadline, and IDs derived from the item's key, so a retry names the same
+    child Mission."""
+    child = item.child
+    assert child is not None
+    return {
+        "childMissionId": derive_id(group_id, "child-mission", item.key),
+        "childGroupId": derive_id(group_id, "child-group", item.key),
+        "objective": child.objective,
+        "definitionOfDone": [
+            {
+                "criterionId": f"done-{index}",
+                "description": text,
+                "evidenceRequired": ["deterministic_test"],
+            }
+            for index, text in enumerate(child.definition_of_done, 1)
+        ],
+        "budget": dict(contract["budget"]),
+        "deadline": contract["deadline"],
+        "coordinatorAgentId": child.coordinator,
+        "failurePolicy": "block",
     }
 
 
@@ -241,13 +291,20 @@ def next_steps(
     if any(isinstance(s, Authorize) for s in steps):
         return steps  # offer once the graph is whole
     verified = {i for i, view in items.items() if view.get("state") == "verified"}
+
+    def ready(item: PlannedItem) -> bool:
+        return all(ids.get(k, id_of(group_id, k)) in verified for k in item.depends_on)
+
     for item in planned:
         view = items[ids[item.key]]
         state = view.get("state")
         if state == "submitted":
             steps.append(ReviewResult(ids[item.key]))
+        elif item.child is not None:
+            if state == "open" and not view.get("childMission") and ready(item):
+                steps.append(Promote(ids[item.key], item))
         elif (state in ("open", "failed") or _abandoned(view)) and not _pending_offer(view):
-            if not all(ids.get(k, id_of(group_id, k)) in verified for k in item.depends_on):
+            if not ready(item):
                 continue
             policy = (view.get("contract") or {}).get("retryPolicy", {})
             if state == "failed" and int(view.get("ownershipEpoch") or 0) >= int(
@@ -269,3 +326,12 @@ def next_steps(
                     hashes.append(digest)
         steps.append(SubmitMission(tuple(hashes)))
     return steps
+
+
+def owner_steps(mission: Mapping[str, Any], owner_id: str) -> list[Step]:
+    """What ``owner_id`` does in a child Mission it owns: approve it once it is submitted (its
+    Coordinator reviewed each result; the approval verifies the parent's item)."""
+    owner = (mission.get("missionOwner") or {}).get("id")
+    if mission.get("parent") and owner == owner_id and mission.get("state") == "awaiting_approval":
+        return [ApproveChild()]
+    return []

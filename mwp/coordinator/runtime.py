@@ -25,7 +25,12 @@ from typing import Any, Final
 
 from mwp.agent.gateway_link import GatewayLink, GatewaySettings, GatewayUnavailableError
 from mwp.client.context_packages import needs_context_package, offer_context_package
-from mwp.client.review import rejection_payload, review_record
+from mwp.client.review import (
+    approve_payload,
+    rejection_payload,
+    review_record,
+    signed_approval,
+)
 from mwp.contracts.errors import RemoteMwpError
 from mwp.coordinator.declaration import (
     ChangesContext,
@@ -41,6 +46,7 @@ from mwp.coordinator.journal import PlanJournal
 from mwp.coordinator.performance import RULE as PERFORMANCE_RULE
 from mwp.coordinator.performance import PerformanceRecords
 from mwp.coordinator.reconcile import (
+    ApproveChild,
     Authorize,
     IdOf,
     JournaledPlan,
@@ -48,16 +54,20 @@ from mwp.coordinator.reconcile import (
     NeedProposal,
     NeedReplan,
     Offer,
+    Promote,
     Renew,
     ReviewResult,
     Step,
     SubmitMission,
+    child_payload,
     next_steps,
+    owner_steps,
     selection_basis,
     work_item_id,
 )
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import GroupAuthority
+from mwp.core.group.ids import derive_id
 from mwp.core.group.kinds import COORDINATOR_KINDS
 from mwp.core.models.websocket_frame import EventFrame
 from mwp.core.wire.values import format_utc
@@ -188,14 +198,17 @@ class CoordinatorRuntime:
 
     async def _reconcile(self, group: GroupProjection) -> None:
         mission = group.authority.mission_view()
+        if group.authority.epochs_of(self.coordinator.agent_id)["membershipEpoch"] is None:
+            return  # its Membership is not delivered yet: a Command now would carry none
         if (mission.get("coordinator") or {}).get("agentId") != self.coordinator.agent_id:
             if group.coordinated and not group.handed_over:
                 group.handed_over = True
                 self.report(f"Mission {mission['missionId']}: another Coordinator took over")
-            return  # a Group it works in, or one another Coordinator coordinates now
+            # A Group it works in, one another Coordinator coordinates now, or a child
+            # Mission it owns.
+            await self._take_steps(group, mission, owner_steps(mission, self.coordinator.agent_id))
+            return
         group.coordinated, group.handed_over = True, False
-        if group.authority.epochs_of(self.coordinator.agent_id)["membershipEpoch"] is None:
-            return  # its Membership is not delivered yet: a Command now would carry none
         items = group.items()
         await self._answer_messages(group, mission, items)
         steps = next_steps(
@@ -209,6 +222,9 @@ class CoordinatorRuntime:
             now=self.clock(),
             id_of=self.id_of,
         )
+        await self._take_steps(group, mission, steps)
+
+    async def _take_steps(self, group: GroupProjection, mission: Json, steps: list[Step]) -> None:
         for step in steps:
             try:
                 await self._take_step(group, mission, step)
@@ -282,6 +298,19 @@ class CoordinatorRuntime:
             await self._send(group, "work.authorize", payload, work_item_id=step.work_item_id)
         elif isinstance(step, Offer):
             await self._offer(group, mission, step)
+        elif isinstance(step, Promote):
+            await self._promote(group, mission, step)
+        elif isinstance(step, ApproveChild):
+            revision = mission["submission"]["missionRevision"]
+            approval = signed_approval(
+                mission,
+                coordinator.identity,
+                comments="Every WorkItem of the child Mission was reviewed by its Coordinator.",
+                approval_id=derive_id(group.group_id, "child-approval", str(revision)),
+                occurred_at=format_utc(self.clock()),
+            )
+            await self._send(group, "mission.approve", approve_payload(approval))
+            self.report(f"Mission {mission['missionId']}: approved as its MissionOwner")
         elif isinstance(step, ReviewResult):
             await self._review(group, mission, step.work_item_id)
         elif isinstance(step, SubmitMission):
@@ -350,6 +379,19 @@ class CoordinatorRuntime:
                 dependencies=dependencies,
             )
         await self._send(group, "work.offer", payload, work_item_id=step.work_item_id)
+
+    async def _promote(self, group: GroupProjection, mission: Json, step: Promote) -> None:
+        """``mission.create_child``: the item runs as a child Mission with the item's budget
+        and deadline; its IDs derive from the item's key, so a retry names the same child."""
+        child = step.item.child
+        assert child is not None
+        contract = group.authority.work_item_view(step.work_item_id)["contract"]
+        payload = child_payload(group.group_id, step.item, contract)
+        await self._send(group, "mission.create_child", payload, work_item_id=step.work_item_id)
+        self.report(
+            f"Mission {mission['missionId']}: {contract['goal']!r} runs as child Mission "
+            f"{payload['childMissionId']}, coordinated by {child.coordinator}"
+        )
 
     async def _review(self, group: GroupProjection, mission: Json, work_item_id: str) -> None:
         view = group.authority.work_item_view(work_item_id)

@@ -17,6 +17,7 @@ from mwp.client import KeyStore
 from mwp.client.state_dir import organization_id_of
 from mwp.coordinator import (
     ChangesContext,
+    ChildMission,
     Coordinator,
     Plan,
     PlannedItem,
@@ -43,6 +44,10 @@ REASSIGN: dict[str, str] = {"code-review": "analyst"}
 # so that its expiry after the demo kills it comes soon.
 LEASE_SECONDS: dict[str, int] = {"reviewer": 5}
 OUTSIDER = "auditor"  # registered, never a member of a Group: the isolation checks' agent
+# The Coordinators: the lead coordinates the Missions; the steward the child Mission the lead
+# makes of the small Mission's release notes (a child's Coordinator is not its owner).
+COORDINATORS = ("lead", "steward")
+NOTES = "Release notes"  # the small Mission's child Mission, by its objective
 SLOTS = {"tester": 2}
 # Seconds each checkpointed step of a run takes: long enough for runs in two Groups to overlap.
 STEP_SECONDS = float(os.environ.get("MWP_DEMO_STEP_SECONDS", "0.5"))
@@ -153,7 +158,14 @@ def _lead() -> Coordinator:
                 _planned(f"testing-{n}", f"Test {n}: {objective}", "testing", ("implementation",))
                 for n in range(1, SMALL_TESTS + 1)
             ]
-            return Plan([change, *tests])
+            # ...and its release notes, a child Mission the steward coordinates.
+            notes = PlannedItem(
+                "release-notes",
+                f"{NOTES}: {objective}",
+                depends_on=("implementation",),
+                child=ChildMission(f"{NOTES}: {objective}", agent_id("steward")),
+            )
+            return Plan([change, *tests, notes])
         chain = list(STAGES)
         return Plan(
             [
@@ -162,12 +174,7 @@ def _lead() -> Coordinator:
             ]
         )
 
-    @lead.review
-    async def review(ctx: ReviewContext) -> Review:
-        text = b"".join([await ctx.artifact(digest) for digest in ctx.artifact_hashes])
-        if ctx.evidence_covers_every_criterion and ctx.work_item["workItemId"].encode() in text:
-            return Review.accept("Read the result; its Evidence covers every criterion.")
-        return Review.reject("The result does not name its WorkItem, or Evidence is missing.")
+    lead.review(_review)
 
     @lead.on_changes_requested
     async def revise(ctx: ChangesContext) -> Plan:
@@ -182,10 +189,34 @@ def _lead() -> Coordinator:
     return lead
 
 
+async def _review(ctx: ReviewContext) -> Review:
+    text = b"".join([await ctx.artifact(digest) for digest in ctx.artifact_hashes])
+    if ctx.evidence_covers_every_criterion and ctx.work_item["workItemId"].encode() in text:
+        return Review.accept("Read the result; its Evidence covers every criterion.")
+    return Review.reject("The result does not name its WorkItem, or Evidence is missing.")
+
+
+def _steward() -> Coordinator:
+    """Coordinates the child Missions: the release notes, written by the analyst."""
+    identity = KeyStore.in_state_dir(_state()).load("agent-steward")
+    steward = Coordinator(
+        agent_id("steward"), identity, card=_card("steward"), workers=[agent_id("analyst")]
+    )
+
+    @steward.plan
+    async def plan(ctx: PlanningContext) -> Plan:
+        return Plan([_planned("notes", f"Write: {ctx.objective}", "requirements")])
+
+    steward.review(_review)
+    return steward
+
+
 def __getattr__(name: str) -> object:
     """``mwp agent run mwp.demo.cast:NAME`` loads only the declaration it runs."""
     if name in WORKERS:
         return _worker(name)
     if name == "lead":
         return _lead()
+    if name == "steward":
+        return _steward()
     raise AttributeError(name)

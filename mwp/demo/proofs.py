@@ -15,6 +15,7 @@ from mwp.core.scheduler.metadata import scheduling_metadata
 from mwp.core.trust.registry import RegistryEvidence
 from mwp.core.trust.signed_document import PROFILES, VerificationError, verify_value
 from mwp.demo import cast
+from mwp.demo.coordination import prove_child, prove_selection
 from mwp.demo.groups import GroupEvents, proof
 from mwp.demo.report import Report
 
@@ -57,6 +58,8 @@ def prove(
     _reassignment(report, full, injected.expired)
     _disconnection(report, full, injected.offline, injected.disconnection)
     _priority(report, logs, injected.arrived_at)
+    prove_child(report, small, logs["child"])
+    prove_selection(report, logs)
 
 
 def _plan(report: Report, full: GroupEvents, small: GroupEvents) -> None:
@@ -112,17 +115,24 @@ def _redelivery(report: Report, logs: dict[str, GroupEvents]) -> None:
 
 
 def _reviews(report: Report, logs: dict[str, GroupEvents]) -> None:
-    accepted = [e for g in logs.values() for e in g.of("work.result.accepted")]
+    # Each Group's Coordinator reviewed its results (a child's approval verifies its item).
+    coordinators = {name: cast.agent_id("steward" if name == "child" else "lead") for name in logs}
+    accepted = [
+        (name, e)
+        for name, g in logs.items()
+        for e in g.of("work.result.accepted")
+        if "childMissionId" not in e["payload"]
+    ]
     cited = all(
         e["payload"]["review"]["decision"] == "accepted"
         and all(c["evidenceIds"] and c["result"] == "passed" for c in _criteria(e))
-        for e in accepted
+        for _, e in accepted
     )
     report.check(
         "coordinator.reviews_evidence",
         bool(accepted)
         and cited
-        and all(e["actor"]["id"] == cast.agent_id("lead") for e in accepted),
+        and all(e["actor"]["id"] == coordinators[name] for name, e in accepted),
         "every result was accepted by the Coordinator with a review record citing, per "
         "criterion, the Evidence it read",
         accepted=len(accepted),
@@ -165,13 +175,14 @@ def _approvals(report: Report, logs: dict[str, GroupEvents], evidence: RegistryE
             verify_value(approved["payload"]["approval"], PROFILES["approval"], evidence)
         except VerificationError:
             continue
-        if approved["payload"]["approval"]["approver"]["id"] == cast.OWNER:
+        owner = cast.agent_id("lead") if name == "child" else cast.OWNER  # who owns it
+        if approved["payload"]["approval"]["approver"]["id"] == owner:
             verified.append(name)
     report.check(
         "human.approval_signed",
         sorted(verified) == sorted(logs),
-        "each Mission's mission.approved carries the MissionOwner's Approval, a signed "
-        "document that verifies against the Organization's Registry",
+        "each Mission's mission.approved carries its MissionOwner's Approval (the human's; "
+        "the lead's for the child), a signed document that verifies against the Registry",
         missions=verified,
     )
 

@@ -103,15 +103,16 @@ class ProofOfConcept:
         self.report.facts.update(temporalUi=self.ui_url, console=self.console_url)
         await self.processes.run("registry", "init")
         await self.processes.run("registry", "add-human", "ada")
-        await self.processes.run(
-            "registry",
-            "add-agent",
-            "lead",
-            "--owner",
-            "ada",
-            "--capability",
-            "mwp.coordination@1.0.0",
-        )
+        for name in cast.COORDINATORS:
+            await self.processes.run(
+                "registry",
+                "add-agent",
+                name,
+                "--owner",
+                "ada",
+                "--capability",
+                "mwp.coordination@1.0.0",
+            )
         for name in cast.WORKERS:
             declared = [f"--capability={c}@{cast.VERSION}" for c in cast.capabilities_of(name)]
             await self.processes.run("registry", "add-agent", name, "--owner", "ada", *declared)
@@ -124,14 +125,17 @@ class ProofOfConcept:
         client = await connect(self.address, "default")
         organization = organization_id_of(self.state)
         registry = client.registry(organization)
-        cards = {n: await registry.agent_card(cast.agent_id(n)) for n in (*cast.WORKERS, "lead")}
+        cards = {
+            n: await registry.agent_card(cast.agent_id(n))
+            for n in (*cast.WORKERS, *cast.COORDINATORS)
+        }
         check(
             "organization.agent_cards",
             all(cards.values())
             and all(
                 sorted(c["id"] for c in card["capabilities"]) == cast.capabilities_of(name)
                 for name, card in cards.items()
-                if name != "lead" and card
+                if name not in cast.COORDINATORS and card
             ),
             "every agent is registered with an Agent Card declaring its stage's capability",
             cards={n: c and c["cardVersion"] for n, c in cards.items()},
@@ -147,15 +151,17 @@ class ProofOfConcept:
                 else []
             )
             self.processes.start(name, "agent", "run", f"mwp.demo.cast:{name}", *lease)
-        self.processes.start("lead", "coordinator", "run", "mwp.demo.cast:lead")
+        for name in cast.COORDINATORS:
+            self.processes.start(name, "coordinator", "run", f"mwp.demo.cast:{name}")
         for process in self.processes.started[2:]:
-            await process.wait_for("Gateway" if process.name == "lead" else "Task queue", 90)
+            coordinates = process.name in cast.COORDINATORS
+            await process.wait_for("Gateway" if coordinates else "Task queue", 90)
         pids = {p.name: p.process.pid for p in self.processes.started if p.process}
         check(
             "agents.own_processes",
-            len(set(pids.values())) == len(pids) == 7
+            len(set(pids.values())) == len(pids) == 8
             and all(p.alive() for p in self.processes.started),
-            "the stack, the gateway, four Workers and the Coordinator are seven live processes",
+            "the stack, the gateway, four Workers and two Coordinators are eight live processes",
             pids=pids,
         )
         async with aiohttp.ClientSession() as http:

@@ -30,7 +30,14 @@ from mwp.cli import main
 from mwp.client import Identity, KeyStore, MwpClient, new_id
 from mwp.client.missions import in_seconds
 from mwp.client.state_dir import ORGANIZATION_FILE
-from mwp.contracts.agent import Delivery, PreemptionRequest, agent_task_queue, agent_workflow_id
+from mwp.contracts.agent import (
+    QUERY_PREEMPTION_REQUESTED,
+    Delivery,
+    PolicyChange,
+    PreemptionRequest,
+    agent_task_queue,
+    agent_workflow_id,
+)
 from mwp.core.errors import ErrorCode
 from mwp.core.group import OWNERSHIP_EXPIRED_KIND
 from mwp.core.group.execution_lease import LEASE_REVOKED_KIND
@@ -220,6 +227,48 @@ async def test_preempted_work_checkpoints_re_enters_its_queue_and_resumes_there(
         name = f"{item.work_item_id}#{op}"
         assert len(tool_agent.effect_keys(effects, name)) == 1, name
         assert tool_agent.call_count(effects, name) == 1, name
+
+
+async def test_a_quota_cut_below_the_groups_running_work_preempts_the_youngest_run(
+    mwp_client: MwpClient, effects: Path
+) -> None:
+    rig = await new_mission(mwp_client)
+    (effects / "hold").touch()  # each run waits after each checkpoint while this exists
+    async with agent_runtime(rig, slots=2, lease_seconds=300) as runtime:
+        items = [await rig.authorize(f"Part {n}") for n in (1, 2)]
+        for item in items:
+            await rig.offer(item, runtime.identity)
+
+        async def both_checkpointed() -> bool:
+            checkpointed = {
+                e["workItemId"]
+                for e in await rig.mission.events_this_run()
+                if e["kind"] == "work.progressed" and "checkpointRef" in e["payload"]
+            }
+            return checkpointed == {i.work_item_id for i in items}
+
+        await eventually(both_checkpointed, timeout=30)
+        cut = PolicyChange(rig.mission.group_id, 1, 1)  # weight 1, at most one slot
+        await runtime.scheduler.signal(*SchedulerSignals(runtime.identity).signal(cut))
+
+        async def one_preemption_requested() -> bool:
+            asked = [
+                await runtime.scheduler.query(
+                    QUERY_PREEMPTION_REQUESTED, args=[rig.mission.group_id, i.work_item_id]
+                )
+                for i in items
+            ]
+            return sorted(asked) == [False, True]
+
+        await eventually(one_preemption_requested, timeout=30)
+        (effects / "hold").unlink()
+        for item in items:
+            await wait_for_state(rig, item, "submitted")
+        status = await settled_runs(runtime, 3)
+    # One run stopped at its next checkpoint and ran again once the other had finished.
+    assert sorted(o["status"] for o in status["outcomes"]) == ["preempted", *["submitted"] * 2]
+    kinds = [e["kind"] for e in await rig.mission.events_this_run()]
+    assert kinds.count("work.checkpointed") == 1 and kinds.count("work.started") == 3
 
 
 async def test_a_rebuilt_scheduler_is_fed_its_groups_again_into_the_same_queues(

@@ -44,10 +44,16 @@ REQUIRED = {
     "failure.stale_membership_epoch",
     "failure.stale_ownership_epoch",
     "failure.stale_coordinator_epoch",
+    "child.created",
+    "child.own_group",
+    "child.coordinated",
+    "child.approved_by_parent_coordinator",
+    "child.verifies_parent_item",
     "archival.signed_snapshot",
     "archival.refuses_commands",
     "log.full.verifies",
     "log.small.verifies",
+    "log.child.verifies",
 }
 
 

@@ -9,19 +9,23 @@ from typing import Any
 
 import pytest
 
-from mwp.coordinator import PlannedItem
+from mwp.coordinator import ChildMission, PlannedItem
 from mwp.coordinator.reconcile import (
+    ApproveChild,
     Authorize,
     JournaledPlan,
     NeedPlan,
     NeedProposal,
     NeedReplan,
     Offer,
+    Promote,
     Renew,
     ReviewResult,
     Step,
     SubmitMission,
+    child_payload,
     next_steps,
+    owner_steps,
     selection_basis,
     work_item_id,
 )
@@ -77,6 +81,10 @@ def take(h: Harness, step: Step) -> None:
             {"candidates": candidates, "expiresAt": expires},
             workItemId=step.work_item_id,
         )
+    elif isinstance(step, Promote):
+        contract = h.authority.work_item_view(step.work_item_id)["contract"]
+        payload = child_payload(h.authority.group_id, step.item, contract)
+        h.submit(COORD, "mission.create_child", payload, workItemId=step.work_item_id)
     elif isinstance(step, SubmitMission):
         h.submit(
             COORD, "mission.submit_for_approval", {"artifactHashes": list(step.artifact_hashes)}
@@ -283,3 +291,41 @@ def test_a_proposal_left_open_is_not_asked_about_again(h: Harness) -> None:
     declined = JournaledPlan(asked.proposal["proposalId"], (), proposal=True)
 
     assert not any(isinstance(s, NeedProposal) for s in steps(h, [single, declined]))
+
+
+def test_an_item_planned_as_a_child_mission_is_promoted_once_its_dependencies_are_verified(
+    h: Harness,
+) -> None:
+    child = ChildMission("Write the release notes", COORD2.id)
+    plan = JournaledPlan(
+        "initial",
+        (
+            PlannedItem("analyse", "Analyse the requirements"),
+            PlannedItem("notes", "Release notes", depends_on=("analyse",), child=child),
+        ),
+    )
+    for step in steps(h, [plan]):
+        take(h, step)
+    (offer,) = steps(h, [plan])  # the child item waits for "analyse", and is never offered
+    assert isinstance(offer, Offer) and offer.work_item_id == item_id("analyse")
+    take(h, offer)
+    work(h, "analyse")
+    h.accept_result("analyse")
+
+    (promote,) = steps(h, [plan])
+    assert promote == Promote(item_id("notes"), plan.items[1])
+    take(h, promote)
+    assert h.view("notes")["state"] == "blocked"
+    assert steps(h, [plan]) == []  # the child runs: nothing to do until its approval
+
+
+def test_the_owner_of_a_child_mission_approves_it_once_it_is_submitted() -> None:
+    child = {
+        "missionOwner": {"type": "agent", "id": COORD.id},
+        "parent": {"missionId": "urn:uuid:1", "workItemId": "urn:uuid:2", "depth": 1},
+        "state": "awaiting_approval",
+    }
+    assert owner_steps(child, COORD.id) == [ApproveChild()]
+    assert owner_steps({**child, "state": "active"}, COORD.id) == []
+    assert owner_steps(child, COORD2.id) == []  # not its owner
+    assert owner_steps({k: v for k, v in child.items() if k != "parent"}, COORD.id) == []
