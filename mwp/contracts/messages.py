@@ -27,7 +27,8 @@ PARENT_CLOSED = "parent-closed"  # a parent Mission -> a child it abandoned
 CHILD_USAGE = "child-usage"  # a child Mission -> its parent, before it records usage
 WORK_ITEM_TRANSITION = "work-item-transition"  # a Mission -> a WorkItem child
 
-# The local activities (activities/seal.py), run by the authority worker.
+# The authority worker's key work (activities/seal.py): activities, local activities in runs
+# begun before patches.MISSION_AUTHORITY_ACTIVITIES.
 SERVICE_KEY = "service_key"
 SEAL_MESSAGE = "seal_message"
 

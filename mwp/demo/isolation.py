@@ -1,9 +1,16 @@
-"""Context isolation between Groups, seen from outside them: an agent of the Organization that
-is a member of no Group connects to the gateway as itself and asks for a Group's Artifacts and
-for its Events. It learns nothing, and cannot tell the Group from one that does not exist."""
+"""Context and credential isolation between Groups, at the gateway.
+
+An agent of the Organization that is a member of no Group connects as itself and asks for a
+Group's Artifacts and for its Events: it learns nothing, and cannot tell the Group from one
+that does not exist. A Worker that is a member of two Groups (the analyst: the full Mission's
+and the child Mission's) reads an Artifact through the Group that holds it, and its Session
+gets nothing for the same content hash through its other Group (the answer of an unknown
+Artifact) or through a Group it is not in (the answer of no Group), though one store holds
+every Group's bytes: a Session's access is per Group, not per content hash."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from mwp.client import KeyStore, new_id
@@ -60,4 +67,45 @@ async def prove_isolation(poc: ProofOfConcept, mission: MissionHandle) -> None:
         "asking for the Events a Context Package of the Group cites, it gets the same "
         "refusal as for a Group that does not exist",
         answers=[e[0] for e in events],
+    )
+
+
+async def prove_credentials(
+    poc: ProofOfConcept, child: MissionHandle, full: MissionHandle, small: MissionHandle
+) -> None:
+    """Run once the analyst is done: its HELLO here opens a new Session of the analyst, which
+    ends its runtime's."""
+    analyst = KeyStore.in_state_dir(poc.state).load("agent-analyst")
+    notes = next(a["contentHash"] for a in (await child.view())["artifacts"])
+    requirements = next(a["contentHash"] for a in (await full.view())["artifacts"])
+    unknown = "sha256:" + hashlib.sha256(new_id().encode()).hexdigest()
+    context = client_context(poc.state / DEVELOPMENT_FOLDER / CA_CERT)
+    async with GatewayClient.connect(poc.gateway_url, context) as client:
+        await client.hello(analyst)
+        url = poc.artifacts_url
+        # Both read through the Group that holds them (hash-checked by the client).
+        read = [
+            await client.artifact(url, child.group_id, notes),
+            await client.artifact(url, full.group_id, requirements),
+        ]
+        asked = {
+            "otherGroup": await _answer(client.artifact(url, full.group_id, notes)),
+            "unknownArtifact": await _answer(client.artifact(url, full.group_id, unknown)),
+            "notMember": await _answer(client.artifact(url, small.group_id, notes)),
+            "noGroup": await _answer(client.artifact(url, new_id(), notes)),
+        }
+    poc.report.check(
+        "isolation.credentials",
+        all(read)
+        and asked["otherGroup"] == asked["unknownArtifact"]
+        and asked["otherGroup"][0] != "served"
+        and asked["notMember"] == asked["noGroup"]
+        and asked["notMember"][0] == "GROUP_NOT_FOUND",
+        "the analyst, a member of two Groups, reads the release notes through the child's "
+        "Group and the full Mission's Artifacts through that one; the release notes through "
+        "the full Mission's Group get the answer of an unknown Artifact, through a Group it "
+        "is not in the answer of no Group",
+        answers={k: v[0] for k, v in asked.items()},
+        agent=analyst.principal.id,
+        artifact=notes,
     )

@@ -23,7 +23,7 @@ from mwp.core.errors import MwpError
 from mwp.demo import cast, proofs
 from mwp.demo.console_driver import ConsoleSession
 from mwp.demo.groups import GroupEvents, mirrored, proof, read_log
-from mwp.demo.isolation import prove_isolation
+from mwp.demo.isolation import prove_credentials, prove_isolation
 from mwp.demo.setup import CHANGES, HOTFIX, ProofOfConcept, in_state, owned_by, until
 from mwp.dev.stack import DEFAULT_AGENTS_NAMESPACE as AGENTS_NAMESPACE
 
@@ -171,6 +171,7 @@ async def play(poc: ProofOfConcept) -> None:
 
     child = await _child_of(client, small)
     await prove_isolation(poc, small)
+    await prove_credentials(poc, child, full, small)
     await _archive(poc, small)
     injected = proofs.Injected(
         killed=running[0]["workItemId"],

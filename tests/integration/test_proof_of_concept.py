@@ -26,6 +26,7 @@ REQUIRED = {
     "context.late_joiner",
     "isolation.artifacts",
     "isolation.context",
+    "isolation.credentials",
     "failure.duplicate_delivery",
     "failure.duplicate_event_delivery",
     "failure.group_disconnection",
