@@ -25,12 +25,16 @@ from mwp.agent.declaration import Agent
 from mwp.agent.gateway_link import GatewayLink
 from mwp.agent.offline import DEFAULT_GRACE_SECONDS, Disconnected, reconciled
 from mwp.agent.offline_buffer import Buffered, OfflineBuffer
-from mwp.core.errors import MwpError
+from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.offline_execution import MAX_GRACE_SECONDS
 from mwp.core.wire.values import format_utc
 from mwp.stores.objects import ObjectStore
 
 Json = dict[str, Any]
+
+# Seconds between the asks of a reconciled Command the Group refused as from a stale Session
+# (about 10 s in all, then the refusal is final).
+SESSION_LEARNED_DELAYS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0)
 
 CLAUSES: tuple[str, ...] = ("MWP-WRK-020", "MWP-WRK-021", "MWP-WRK-022")
 
@@ -145,7 +149,7 @@ class GatewayConnection:
             membership_epoch=command.get("membershipEpoch"),
         )
         try:
-            events = await link.command(signed)
+            events = await self._sent(link, signed)
         except Disconnected:
             raise
         except MwpError as error:
@@ -157,3 +161,17 @@ class GatewayConnection:
         kinds = tuple(str(e["kind"]) for e in events)
         self._report(f"offline progress of {item} reconciled ({', '.join(kinds)})")
         return Reconciliation(item, command["actionId"], kinds)
+
+    async def _sent(self, link: GatewayLink, signed: Json) -> list[Json]:
+        """The Events of ``signed``. The Group learns the new Session from the Registry a
+        moment after the HELLO opened it: until then it refuses the Session as stale (a
+        refusal changes nothing), so that answer is asked again for a while before it is
+        final; the proof of concept lost a buffered usage record to it."""
+        for delay in SESSION_LEARNED_DELAYS:
+            try:
+                return await link.command(signed)
+            except MwpError as error:
+                if error.code is not ErrorCode.AUTH_STALE_SESSION:
+                    raise
+            await asyncio.sleep(delay)
+        return await link.command(signed)

@@ -449,10 +449,17 @@ class MissionRig:
                 expected_revision=2**40,
             )
             error = await refused(self.mission.send_signed(probe))
-            return error.code != ErrorCode.AUTH_STALE_SESSION
+            return error.code in PAST_THE_SESSION_CHECK
 
         await eventually(known)
         return epoch
+
+
+# A probe refused with one of these passed the Session check (a schema refusal, or a transient
+# one, says nothing: a probe that never reached the check once made a wait return at once).
+PAST_THE_SESSION_CHECK = frozenset(
+    {ErrorCode.MEMBERSHIP_REQUIRED, ErrorCode.MEMBERSHIP_STALE, ErrorCode.REVISION_CONFLICT}
+)
 
 
 def membership_epoch_of(view: Mapping[str, Any], member_id: str) -> int | None:
