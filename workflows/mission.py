@@ -146,6 +146,7 @@ from mwp.core.wire.jcs import canonicalize, sha256_ref
 from mwp.core.wire.strict_json import encode_wire_text
 from mwp.core.wire.values import format_utc
 from mwp.workflows import patches
+from mwp.workflows.key_work import key_work
 from mwp.workflows.work_item import WorkItemWorkflow
 
 # How a run hands its snapshot to the next: compressed JSON. Temporal refuses a payload over
@@ -1245,18 +1246,7 @@ class MissionWorkflow:
         )
 
     async def _key_work(self, name: str, arg: Any, summary: str | None = None) -> dict[str, Any]:
-        """Run ``name`` on the authority worker, which holds the keys: an activity in runs
-        under MISSION_AUTHORITY_ACTIVITIES, a local activity before."""
-        timeout = timedelta(seconds=10)
-        if self._key_activities:
-            result: dict[str, Any] = await workflow.execute_activity(
-                name, arg, result_type=dict, start_to_close_timeout=timeout, summary=summary
-            )
-            return result
-        result = await workflow.execute_local_activity(
-            name, arg, result_type=dict, start_to_close_timeout=timeout, summary=summary
-        )
-        return result
+        return await key_work(name, arg, as_activity=self._key_activities, summary=summary)
 
     def _open_inbound(self, message_type: str, value: Any) -> None:
         """Open one sealed message and act on it; refuse (and record) anything else. Nothing

@@ -28,7 +28,6 @@ one arrives, so an upgraded Mission is never left waiting for a notice it can op
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -81,6 +80,7 @@ from mwp.core.trust.service_message import (
 from mwp.core.wire.strict_json import encode_wire_text
 from mwp.core.wire.values import format_utc
 from mwp.workflows import patches
+from mwp.workflows.key_work import key_work
 
 # The failure type of a signal to a workflow that does not exist or has closed for good.
 _SUBSCRIBER_GONE = "ExternalWorkflowExecutionNotFound"
@@ -335,18 +335,7 @@ class OrganizationRegistryWorkflow:
         return self._sealed_notice[1]
 
     async def _key_work(self, name: str, arg: Any, summary: str | None = None) -> dict[str, Any]:
-        """Run ``name`` on the authority worker, which holds the keys: an activity in runs
-        under REGISTRY_AUTHORITY_ACTIVITIES, a local activity before."""
-        timeout = timedelta(seconds=10)
-        if self._key_activities:
-            result: dict[str, Any] = await workflow.execute_activity(
-                name, arg, result_type=dict, start_to_close_timeout=timeout, summary=summary
-            )
-            return result
-        result = await workflow.execute_local_activity(
-            name, arg, result_type=dict, start_to_close_timeout=timeout, summary=summary
-        )
-        return result
+        return await key_work(name, arg, as_activity=self._key_activities, summary=summary)
 
     # --- internals --------------------------------------------------------------------------
 
