@@ -41,9 +41,7 @@ async def play(poc: ProofOfConcept) -> None:
     # Mission's tests, and comes back with --replace. While it is down (its backlog cannot
     # drain, so the arrival is never raced) an urgent hotfix Mission arrives: the Organization
     # gives the hotfix's Group weight 4 on the tester and caps the small Group at one slot, and
-    # the hotfix's test takes a slot ahead of the small tests taken before it. (A cap sent to a
-    # running tester does not preempt its running small runs as it should: an open bug,
-    # docs/proof-of-concept.md.)
+    # the hotfix's test takes a slot ahead of the small tests taken before it.
     running = await until(
         "the tester to run a WorkItem while it holds a backlog of the small Mission's tests",
         lambda: _running_with_backlog(small, full, "tester", 3),
