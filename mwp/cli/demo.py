@@ -34,6 +34,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--json", action="store_true", help="print the report as one JSON object on stdout"
     )
     parser.add_argument(
+        "--interactive",
+        action="store_true",
+        help="wait for a person to decide in the Approval console (request changes on the "
+        "CSV export Mission, approve the others, then approve the revision) instead of "
+        "driving the console",
+    )
+    parser.add_argument(
         "--one-mission",
         action="store_true",
         help="instead: one Mission end to end in one process on the embedded stack",
@@ -82,7 +89,8 @@ def _proof_of_concept(args: argparse.Namespace) -> int:
     from mwp.demo.run import run_proof_of_concept
 
     out = (lambda line: print(line, file=sys.stderr)) if args.json else print
-    report = asyncio.run(run_proof_of_concept(args.state_dir / "proof-of-concept", out))
+    folder = args.state_dir / "proof-of-concept"
+    report = asyncio.run(run_proof_of_concept(folder, out, interactive=args.interactive))
     summary = report.to_json()
     if args.json:
         print(json.dumps(summary, indent=2))

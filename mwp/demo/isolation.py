@@ -15,7 +15,7 @@ from typing import Any
 
 from mwp.client import KeyStore, new_id
 from mwp.client.missions import MissionHandle
-from mwp.contracts.errors import RemoteMwpError
+from mwp.core.errors import MwpError
 from mwp.demo import cast
 from mwp.demo.setup import ProofOfConcept
 from mwp.gateway.client import GatewayClient
@@ -24,10 +24,11 @@ from mwp.gateway.tls import CA_CERT, DEVELOPMENT_FOLDER, client_context
 Json = dict[str, Any]
 
 
-async def _answer(ask: Any) -> tuple[str, str]:
+async def answer_of(ask: Any) -> tuple[str, str]:
+    """What a request was answered: an MWP error's code and message, or ``served``."""
     try:
         await ask
-    except RemoteMwpError as error:
+    except MwpError as error:
         return error.code.value, error.message
     return "served", ""
 
@@ -46,11 +47,11 @@ async def prove_isolation(poc: ProofOfConcept, mission: MissionHandle) -> None:
         await client.hello(outsider)
         url = poc.artifacts_url
         artifacts = [
-            await _answer(client.artifact(url, group, artifact))
+            await answer_of(client.artifact(url, group, artifact))
             for group in (mission.group_id, nowhere)
         ]
         events = [
-            await _answer(client.cited_events(url, group, package))
+            await answer_of(client.cited_events(url, group, package))
             for group in (mission.group_id, nowhere)
         ]
     poc.report.check(
@@ -89,10 +90,10 @@ async def prove_credentials(
             await client.artifact(url, full.group_id, requirements),
         ]
         asked = {
-            "otherGroup": await _answer(client.artifact(url, full.group_id, notes)),
-            "unknownArtifact": await _answer(client.artifact(url, full.group_id, unknown)),
-            "notMember": await _answer(client.artifact(url, small.group_id, notes)),
-            "noGroup": await _answer(client.artifact(url, new_id(), notes)),
+            "otherGroup": await answer_of(client.artifact(url, full.group_id, notes)),
+            "unknownArtifact": await answer_of(client.artifact(url, full.group_id, unknown)),
+            "notMember": await answer_of(client.artifact(url, small.group_id, notes)),
+            "noGroup": await answer_of(client.artifact(url, new_id(), notes)),
         }
     poc.report.check(
         "isolation.credentials",

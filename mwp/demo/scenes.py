@@ -20,9 +20,10 @@ from mwp.contracts.agent import (
     agent_workflow_id,
 )
 from mwp.core.errors import MwpError
-from mwp.demo import cast, proofs
+from mwp.demo import cast, knowledge, proofs
 from mwp.demo.console_driver import ConsoleSession
 from mwp.demo.groups import GroupEvents, mirrored, proof, read_log
+from mwp.demo.human import DrivenOwner, Owner, PersonAtConsole
 from mwp.demo.isolation import prove_credentials, prove_isolation
 from mwp.demo.setup import CHANGES, HOTFIX, ProofOfConcept, in_state, owned_by, until
 from mwp.dev.stack import DEFAULT_AGENTS_NAMESPACE as AGENTS_NAMESPACE
@@ -61,6 +62,8 @@ async def play(poc: ProofOfConcept) -> None:
     await tester.wait_for("Task queue", 90)
     queues = await poc.processes.run("agent", "status", cast.agent_id("tester"), "--json")
     await until("the hotfix test to start", lambda: _started(hotfix))
+    # Knowledge publication: the hotfix reuses the small Mission's fix, approved for it alone.
+    reused = await knowledge.import_fix(poc, small, hotfix)
     await _set_policy(poc, "tester", small.group_id, weight=1)  # the cap lifted
 
     # A Coordinator failure: it dies once the full Mission's first stage is verified.
@@ -136,35 +139,38 @@ async def play(poc: ProofOfConcept) -> None:
             artifacts=[named for _, named, _ in read],
         )
         first = (await full.view())["submission"]["missionRevision"]
-        asked = await console.decide(full.mission_id, "request_changes", CHANGES)
+        human = _owner(poc, console)
+        asked = await human.decide(full, "request_changes", CHANGES)
         check(
             "human.change_request",
-            asked["events"] == ["mission.changes_requested"]
-            and asked["command"]["signature"]["keyId"] == owner.key_id,
+            asked.events == ["mission.changes_requested"] and asked.key_id == owner.key_id,
             "the owner's change request, signed with the owner's key in the console, is accepted",
-            events=asked["events"],
-            receipt=asked["receipt"]["signingHash"],
+            events=asked.events,
+            **asked.proof,
         )
-        approved_small = await console.decide(small.mission_id, "approve")
+        approved_small = await human.decide(small, "approve")
         await until("the hotfix to await Approval", lambda: in_state(hotfix, "awaiting_approval"))
-        approved_hotfix = await console.decide(hotfix.mission_id, "approve")
+        approved_hotfix = await human.decide(hotfix, "approve")
         check(
             "console.approval",
-            approved_small["events"] == approved_hotfix["events"] == ["mission.approved"],
+            approved_small.events == approved_hotfix.events == ["mission.approved"]
+            and approved_small.key_id == approved_hotfix.key_id == owner.key_id,
             "the small Mission and the hotfix are approved from the console",
-            events=[approved_small["events"], approved_hotfix["events"]],
+            events=[approved_small.events, approved_hotfix.events],
+            decisions=[approved_small.proof, approved_hotfix.proof],
         )
         revising = await until(
             "the developer to run the revision", lambda: _running(full, "developer", "Revise")
         )
         cut = await _disconnect(poc)
         await until("the revised Mission", lambda: _resubmitted(full, first))
-        approved = await console.decide(full.mission_id, "approve", "")
+        approved = await human.decide(full, "approve")
         check(
             "human.approves_revision",
-            approved["events"] == ["mission.approved"],
+            approved.events == ["mission.approved"] and approved.key_id == owner.key_id,
             "the owner approves the revised Mission in the console",
-            events=approved["events"],
+            events=approved.events,
+            **approved.proof,
         )
 
     child = await _child_of(client, small)
@@ -184,7 +190,16 @@ async def play(poc: ProofOfConcept) -> None:
     )
     missions = {"full": full, "small": small, "hotfix": hotfix, "child": child}
     await _prove_from_logs(poc, client, missions, injected)
+    await knowledge.prove_reuse(poc, reused, full)
     await until("", lambda: in_state(full, "approved"), 5)
+
+
+def _owner(poc: ProofOfConcept, console: ConsoleSession) -> Owner:
+    """Who decides in the console: the demo, or (``--interactive``) a person."""
+    if not poc.interactive:
+        return DrivenOwner(console)
+    key_file = KeyStore.in_state_dir(poc.state).path("human-ada")
+    return PersonAtConsole(poc.console_url, str(key_file.resolve()), poc.report.out)
 
 
 async def _disconnect(poc: ProofOfConcept) -> Json:

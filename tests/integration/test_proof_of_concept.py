@@ -50,6 +50,10 @@ REQUIRED = {
     "child.coordinated",
     "child.approved_by_parent_coordinator",
     "child.verifies_parent_item",
+    "knowledge.requires_approval",
+    "knowledge.published_and_imported",
+    "knowledge.readable_where_imported",
+    "knowledge.not_by_default",
     "archival.signed_snapshot",
     "archival.refuses_commands",
     "log.full.verifies",
@@ -70,7 +74,7 @@ def test_mwp_demo_proves_every_check_from_real_processes(tmp_path: Path) -> None
     failed = [c for c in report["checks"] if not c["passed"]]
     assert ran.returncode == 0 and report["ok"], (failed, ran.stderr[-3000:])
     names = [c["name"] for c in report["checks"]]
-    assert len(names) == len(set(names)) == report["passed"]
+    assert len(names) == len(set(names)) == report["passed"] >= 60
     assert sorted(REQUIRED - set(names)) == []
     # Each check carries what proves it, and the addresses a person would open are printed.
     assert all(c["proof"] for c in report["checks"]), [c["name"] for c in report["checks"]]
