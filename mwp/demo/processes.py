@@ -82,15 +82,17 @@ class DemoProcess:
             assert self.process is not None
             self.process.send_signal(signal.SIGTERM)
 
-    def reap(self, deadline: float) -> None:
-        """Wait for its exit until ``deadline`` (monotonic), then SIGKILL."""
+    def reap(self, deadline: float) -> bool:
+        """Wait for its exit until ``deadline`` (monotonic), then SIGKILL; whether it had to."""
         if self.process is None:
-            return
+            return False
         try:
             self.process.wait(max(deadline - time.monotonic(), 0.0))
         except subprocess.TimeoutExpired:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
+            return True
+        return False
 
 
 @dataclass
@@ -133,12 +135,14 @@ class Processes:
             raise ProcessFailedError(f"mwp {' '.join(argv)} exited {child.returncode}: {text}")
         return text
 
-    def stop_all(self) -> None:
+    def stop_all(self) -> list[str]:
         """The agents first, all at once, then each service in reverse order of starting (the
         gateway before the stack it reaches Temporal through): a step takes as long as its
-        slowest process, not the sum of them."""
+        slowest process, not the sum of them. The names of those that ignored SIGTERM and were
+        killed (a runtime that does not stop is a fault to look into, not to wait out quietly)."""
         steps = [[p for p in self.started if not p.service]]
         steps += [[p] for p in reversed(self.started) if p.service]
+        killed = []
         for step in steps:
             for process in step:
                 with contextlib.suppress(Exception):
@@ -146,7 +150,9 @@ class Processes:
             deadline = time.monotonic() + STOP_SECONDS
             for process in step:
                 with contextlib.suppress(Exception):
-                    process.reap(deadline)
+                    if process.reap(deadline):
+                        killed.append(process.name)
+        return killed
 
 
 # How long a stopped process may take to exit before it is killed.
