@@ -15,24 +15,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mwp.cli import defaults
-from mwp.client.state_dir import ORGANIZATION_FILE, REGISTRY_KEY_NAME
+from mwp.client.state_dir import REGISTRY_KEY_NAME
+from mwp.dev.registration import (
+    DEFAULT_ORGANIZATION,
+    RegistrationError,
+    add_agent,
+    add_human,
+    checked_name,
+    init_organization,
+)
 
 if TYPE_CHECKING:
-    from mwp.client import Identity, KeyStore, MwpClient, OrganizationRegistryClient
-
-DEFAULT_ORGANIZATION = "urn:mwp:organization:dev"
-REGISTRY_SERVICE = "urn:mwp:service:registry"
-_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
-
-
-class RegistryCliError(Exception):
-    """A user-facing failure: printed without a traceback."""
+    from mwp.client import KeyStore, MwpClient, OrganizationRegistryClient
 
 
 def register(subparsers: Any) -> None:
@@ -85,7 +84,7 @@ def _handler(action: Any) -> Any:
 
         try:
             return int(asyncio.run(action(args)))
-        except (RegistryCliError, ClientError) as exc:
+        except (RegistrationError, ClientError) as exc:  # a user-facing line, no traceback
             print(f"mwp registry: {exc}", file=sys.stderr)
             return 1
         except MwpError as exc:
@@ -113,13 +112,7 @@ def _organization_id(args: argparse.Namespace) -> str:
     try:
         return organization_id_of(args.state_dir)
     except StateDirError as exc:
-        raise RegistryCliError(str(exc)) from None
-
-
-def _name(value: str) -> str:
-    if not _NAME.fullmatch(value):
-        raise RegistryCliError(f"invalid name {value!r}: use a-z, 0-9 and '-', at most 63")
-    return value
+        raise RegistrationError(str(exc)) from None
 
 
 async def _registry(args: argparse.Namespace) -> tuple[MwpClient, OrganizationRegistryClient]:
@@ -131,104 +124,45 @@ async def _registry(args: argparse.Namespace) -> tuple[MwpClient, OrganizationRe
     return client, client.registry(organization_id, registrar)
 
 
-def _load_or_create(keys: KeyStore, name: str, principal_type: str, principal_id: str) -> Identity:
-    """The existing key file for ``name``, or a new identity saved under it."""
-    from mwp.client import Identity
-    from mwp.core.trust.registry import Principal
-
-    if keys.exists(name):
-        identity = keys.load(name)
-        if identity.principal != Principal(principal_type, principal_id):
-            raise RegistryCliError(f"key file {keys.path(name)} belongs to another Principal")
-        return identity
-    identity = Identity.generate(Principal(principal_type, principal_id))
-    keys.save(name, identity)
-    return identity
-
-
 # --- actions --------------------------------------------------------------------------------
 
 
 async def _init(args: argparse.Namespace) -> int:
     from mwp.client import connect
 
-    path = args.state_dir / ORGANIZATION_FILE
-    if path.exists():
-        organization_id = json.loads(path.read_text())["organizationId"]
-        if args.org and args.org != organization_id:
-            raise RegistryCliError(f"{path} already names Organization {organization_id}")
-    else:
-        organization_id = args.org or DEFAULT_ORGANIZATION
-    keys = _keys(args)
-    registrar = _load_or_create(keys, REGISTRY_KEY_NAME, "service", REGISTRY_SERVICE)
     client = await connect(args.address, args.namespace)
-    registry = await client.start_registry(organization_id, registrar)
-    evidence = await registry.evidence()
-    if registrar.key_id not in evidence.bindings:
-        raise RegistryCliError(
-            f"the registry of {organization_id} already runs with another registry service key; "
-            f"its key file is not in {keys.directory}"
-        )
-    from mwp.contracts.messages import group_authority
-    from mwp.log.keys import AuthorityKeyring, provision_group_authority
-
-    keyring = AuthorityKeyring.in_state_dir(args.state_dir)
-    authority = await provision_group_authority(registry, keyring, group_authority(organization_id))
-    args.state_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"organizationId": organization_id}, indent=2) + "\n")
-    print(f"Organization  {organization_id}")
+    organization = await init_organization(client, args.state_dir, args.org)
+    registry, keys = organization.registry, organization.keys
+    print(f"Organization  {registry.organization_id}")
     print(f"Registry      workflow {registry.workflow_id} (revision {await registry.revision()})")
-    print(f"Service key   {registrar.key_id}")
+    print(f"Service key   {organization.registrar.key_id}")
     print(f"              {keys.path(REGISTRY_KEY_NAME)} (0600; keep it private)")
-    print(f"Authority key {authority.key_id}")
-    print(f"              signs the Group Event log; in {keyring.directory}")
+    print(f"Authority key {organization.authority.key_id}")
+    print(f"              signs the Group Event log; in {organization.keyring.directory}")
     return 0
 
 
 async def _add_human(args: argparse.Namespace) -> int:
-    name = _name(args.name)
+    name = checked_name(args.name)
     _, registry = await _registry(args)
     keys = _keys(args)
-    human = _load_or_create(keys, f"human-{name}", "human", f"urn:mwp:human:{name}")
-    result = await registry.register_binding(human)
-    print(f"Human         {human.principal.id}")
-    print(f"Key           {human.key_id}")
+    human = await add_human(registry, keys, name)
+    print(f"Human         {human.identity.principal.id}")
+    print(f"Key           {human.identity.key_id}")
     print(f"              {keys.path(f'human-{name}')}")
-    print(f"Registry      revision {result['revision']}")
+    print(f"Registry      revision {human.revision}")
     return 0
 
 
 async def _add_agent(args: argparse.Namespace) -> int:
-    from mwp.client import dev_capability
-    from mwp.core.trust.registry import Principal
-
-    name = _name(args.name)
+    name = checked_name(args.name)
     _, registry = await _registry(args)
     keys = _keys(args)
-    agent = _load_or_create(keys, f"agent-{name}", "agent", f"urn:mwp:agent:{name}")
-    owner = (
-        Principal("human", f"urn:mwp:human:{_name(args.owner)}")
-        if args.owner
-        else Principal("service", REGISTRY_SERVICE)
-    )
-    capabilities = []
-    for declared in args.capability or ["mwp.dev.general"]:
-        capability_id, _, version = declared.partition("@")
-        capabilities.append(dev_capability(capability_id, version or "1.0.0"))
-    card = await registry.agent_card(agent.principal.id)
-    if card is None or agent.key_id not in {k["keyId"] for k in card["publicKeys"]}:
-        version = 1 if card is None else card["cardVersion"] + 1
-        result = await registry.register_agent(
-            agent, owner=owner, capabilities=capabilities, card_version=version
-        )
-        card_version = result["cardVersion"]
-    else:
-        card_version = card["cardVersion"]
-    epoch = await registry.open_session(agent.principal.id)
-    print(f"Agent         {agent.principal.id} (Agent Card version {card_version})")
-    print(f"Key           {agent.key_id}")
+    agent = await add_agent(registry, keys, name, owner=args.owner, capabilities=args.capability)
+    print(f"Agent         {agent.identity.principal.id} (Agent Card version {agent.card_version})")
+    print(f"Key           {agent.identity.key_id}")
     print(f"              {keys.path(f'agent-{name}')}")
-    print(f"Session Epoch {epoch}")
+    print(f"Session Epoch {agent.session_epoch}")
     return 0
 
 

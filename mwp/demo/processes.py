@@ -27,6 +27,8 @@ class DemoProcess:
     env: Mapping[str, str]
     cwd: Path
     log_path: Path
+    # A service the others reach their Groups through (the stack, the gateway): stopped after them.
+    service: bool = False
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
     pids: list[int] = field(default_factory=list)
@@ -74,16 +76,23 @@ class DemoProcess:
         self.process.wait()
         return self.process.pid
 
-    def stop(self, timeout: float = 10.0) -> None:
-        if not self.alive():
-            return
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
+    def terminate(self) -> None:
+        """SIGTERM, if it still runs: it stops what it serves and exits."""
+        if self.alive():
+            assert self.process is not None
+            self.process.send_signal(signal.SIGTERM)
+
+    def reap(self, deadline: float) -> bool:
+        """Wait for its exit until ``deadline`` (monotonic), then SIGKILL; whether it had to."""
+        if self.process is None:
+            return False
         try:
-            self.process.wait(timeout)
+            self.process.wait(max(deadline - time.monotonic(), 0.0))
         except subprocess.TimeoutExpired:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
+            return True
+        return False
 
 
 @dataclass
@@ -95,9 +104,10 @@ class Processes:
     env: dict[str, str]
     started: list[DemoProcess] = field(default_factory=list)
 
-    def start(self, name: str, *argv: str) -> DemoProcess:
+    def start(self, name: str, *argv: str, service: bool = False) -> DemoProcess:
         self.logs.mkdir(parents=True, exist_ok=True)
-        process = DemoProcess(name, argv, self.env, self.cwd, self.logs / f"{name}.log")
+        log = self.logs / f"{name}.log"
+        process = DemoProcess(name, argv, self.env, self.cwd, log, service)
         process.start()
         self.started.append(process)
         return process
@@ -125,7 +135,25 @@ class Processes:
             raise ProcessFailedError(f"mwp {' '.join(argv)} exited {child.returncode}: {text}")
         return text
 
-    def stop_all(self) -> None:
-        for process in reversed(self.started):
-            with contextlib.suppress(Exception):
-                process.stop()
+    def stop_all(self) -> list[str]:
+        """The agents first, all at once, then each service in reverse order of starting (the
+        gateway before the stack it reaches Temporal through): a step takes as long as its
+        slowest process, not the sum of them. The names of those that ignored SIGTERM and were
+        killed (a runtime that does not stop is a fault to look into, not to wait out quietly)."""
+        steps = [[p for p in self.started if not p.service]]
+        steps += [[p] for p in reversed(self.started) if p.service]
+        killed = []
+        for step in steps:
+            for process in step:
+                with contextlib.suppress(Exception):
+                    process.terminate()
+            deadline = time.monotonic() + STOP_SECONDS
+            for process in step:
+                with contextlib.suppress(Exception):
+                    if process.reap(deadline):
+                        killed.append(process.name)
+        return killed
+
+
+# How long a stopped process may take to exit before it is killed.
+STOP_SECONDS = 10.0

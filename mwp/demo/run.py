@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mwp.demo import cast, scenes
+from mwp.demo.processes import STOP_SECONDS
 from mwp.demo.report import Report
 from mwp.demo.setup import ProofOfConcept
 
@@ -24,6 +25,16 @@ async def _keep_schedulers(poc: ProofOfConcept) -> None:
         with contextlib.suppress(Exception):
             status = await poc.processes.run("agent", "status", cast.agent_id(name), "--json")
             (poc.processes.logs / f"{name}.status.json").write_text(status)
+
+
+def _stop(poc: ProofOfConcept, report: Report) -> None:
+    """Every process the demo started, and how long stopping them took (in the wall time)."""
+    stopping = time.monotonic()
+    killed = poc.processes.stop_all()
+    report.facts["stopSeconds"] = round(time.monotonic() - stopping, 1)
+    report.facts["killedAtStop"] = killed
+    said = f"; killed after {STOP_SECONDS:.0f} s: {', '.join(killed)}" if killed else ""
+    report.out(f"stopped the demo's processes in {report.facts['stopSeconds']} s{said}")
 
 
 def _clean(folder: Path) -> None:
@@ -48,7 +59,7 @@ async def run_proof_of_concept(
         (poc.processes.logs / "demo.traceback.txt").write_text(traceback.format_exc())
         await _keep_schedulers(poc)
     finally:
-        poc.processes.stop_all()
+        _stop(poc, report)
         after = os.times()
         report.facts["wallSeconds"] = round(time.monotonic() - started, 1)
         report.facts["demoCpuSeconds"] = round(after.user - cpu.user + after.system - cpu.system, 1)

@@ -27,6 +27,7 @@ from mwp.client.state_dir import organization_id_of
 from mwp.demo import cast
 from mwp.demo.processes import Processes
 from mwp.demo.report import Report
+from mwp.dev.registration import Organization, add_agent, add_human, init_organization
 from mwp.dev.scenario import definition_of_done, mission_budget
 from mwp.dev.stack import free_port, stack_config
 from mwp.stores.objects import open_store
@@ -39,6 +40,7 @@ HOTFIX = "Hotfix the login outage"
 CHANGES = "Also export the totals row."
 SETTLE_SECONDS = 240.0
 AUDIT = "mwp.demo.audit@1.0.0"
+COORDINATION = "mwp.coordination@1.0.0"
 
 
 class DemoStoppedError(RuntimeError):
@@ -97,49 +99,17 @@ class ProofOfConcept:
     async def start(self) -> MwpClient:
         check = self.report.check
         out = self.report.out
-        dev = self.processes.start("dev", "dev", "--no-gateway")
+        dev = self.processes.start("dev", "dev", "--no-gateway", service=True)
         await dev.wait_for("Ready in", 120)
         out(f"Temporal UI {self.ui_url}   console {self.console_url}")
         self.report.facts.update(temporalUi=self.ui_url, console=self.console_url)
-        await self.processes.run("registry", "init")
-        await self.processes.run("registry", "add-human", "ada")
-        for name in cast.COORDINATORS:
-            await self.processes.run(
-                "registry",
-                "add-agent",
-                name,
-                "--owner",
-                "ada",
-                "--capability",
-                "mwp.coordination@1.0.0",
-            )
-        for name in cast.WORKERS:
-            declared = [f"--capability={c}@{cast.VERSION}" for c in cast.capabilities_of(name)]
-            await self.processes.run("registry", "add-agent", name, "--owner", "ada", *declared)
-        # Registered in the Organization, a member of no Group: what it can see is the proof.
-        await self.processes.run(
-            "registry", "add-agent", cast.OUTSIDER, "--owner", "ada", "--capability", AUDIT
-        )
-        gateway = self.processes.start("gateway", *self.gateway_argv)
-        await gateway.wait_for("Artifacts", 60)
         client = await connect(self.address, "default")
-        organization = organization_id_of(self.state)
-        registry = client.registry(organization)
-        cards = {
-            n: await registry.agent_card(cast.agent_id(n))
-            for n in (*cast.WORKERS, *cast.COORDINATORS)
-        }
-        check(
-            "organization.agent_cards",
-            all(cards.values())
-            and all(
-                sorted(c["id"] for c in card["capabilities"]) == cast.capabilities_of(name)
-                for name, card in cards.items()
-                if name not in cast.COORDINATORS and card
-            ),
-            "every agent is registered with an Agent Card declaring its stage's capability",
-            cards={n: c and c["cardVersion"] for n, c in cards.items()},
-        )
+        organization = await init_organization(client, self.state)
+        # The gateway needs only the Organization: it starts while the cast registers.
+        gateway = self.processes.start("gateway", *self.gateway_argv, service=True)
+        await self.register_cast(organization)
+        await gateway.wait_for("Artifacts", 60)
+        await self.check_cards(organization)
         for cue in cast.CUES:
             held = cast.cue_file(self.state, cue)
             held.parent.mkdir(parents=True, exist_ok=True)
@@ -188,6 +158,48 @@ class ProofOfConcept:
             said={n: [ln for ln in t.splitlines() if "wss://" in ln][:1] for n, t in lines.items()},
         )
         return client
+
+    async def register_cast(self, organization: Organization) -> None:
+        """The owner ``ada`` and every agent, with their keys in the state folder's KeyStore
+        where `mwp agent run` loads them: as `mwp registry add-human` and `add-agent` do, over
+        this process's connection (a process per principal costs a Python start each)."""
+        registry, keys = organization.registry, organization.keys
+        await add_human(registry, keys, "ada")
+        declared = {name: [COORDINATION] for name in cast.COORDINATORS}
+        for name in cast.WORKERS:
+            declared[name] = [f"{c}@{cast.VERSION}" for c in cast.capabilities_of(name)]
+        # Registered in the Organization, a member of no Group: what it can see is the proof.
+        declared[cast.OUTSIDER] = [AUDIT]
+        await asyncio.gather(
+            *(
+                add_agent(registry, keys, name, owner="ada", capabilities=capabilities)
+                for name, capabilities in declared.items()
+            )
+        )
+        self.report.out(f"registered the Organization, ada and {len(declared)} agents")
+
+    async def check_cards(self, organization: Organization) -> None:
+        """The Registry's Agent Cards: each declares the agent's capabilities and binds the key
+        in the key file its runtime loads."""
+        names = (*cast.WORKERS, *cast.COORDINATORS)
+        cards = {n: await organization.registry.agent_card(cast.agent_id(n)) for n in names}
+        keys = {n: organization.keys.load(f"agent-{n}").key_id for n in names}
+        self.report.check(
+            "organization.agent_cards",
+            all(
+                card is not None
+                and keys[name] in {k["keyId"] for k in card["publicKeys"]}
+                and (
+                    name in cast.COORDINATORS
+                    or sorted(c["id"] for c in card["capabilities"]) == cast.capabilities_of(name)
+                )
+                for name, card in cards.items()
+            ),
+            "every agent is registered with an Agent Card declaring its stage's capability "
+            "and binding the key its runtime loads",
+            cards={n: c and c["cardVersion"] for n, c in cards.items()},
+            keys=keys,
+        )
 
     def release(self, cue: str) -> None:
         """Let the runs waiting at ``cue`` go on (see `cast.CUES`)."""
