@@ -64,7 +64,7 @@ class GatewayConnection:
             raise ValueError(f"the offline grace is 0 to {MAX_GRACE_SECONDS} seconds")
         self.agent = agent
         self.grace_seconds = grace_seconds
-        self.buffer = OfflineBuffer(journal)
+        self.buffer = OfflineBuffer(journal, agent.agent_id)
         self.card_version: int | None = None  # the Registry's, read through each new link
         self.reconciliations: list[Reconciliation] = []
         self._report = report

@@ -6,9 +6,12 @@ Session is over (the Group revoked its leases), so :meth:`OfflineBuffer.drain` s
 still going is refused more buffering (``WORK_LEASE_EXPIRED``) and stops.
 
 With a ``journal`` (the agent's own store, as `mwp agent run` passes it) each entry is also
-written there, write-once, under ``offline-buffer/``, and marked ``.decided`` once the Group
-decided it: a runtime that died offline reconciles, under its next Session, what the dead one
-buffered (the Group then judges it by the lease and grace it names, as any other).
+written there, write-once, under ``offline-buffer/<agent>/``, and marked ``.decided`` once the
+Group decided it: a runtime that died offline reconciles, under its next Session, what the dead
+one buffered (the Group then judges it by the lease and grace it names, as any other). Agents
+run from one state folder share its store, so each reads only its own segment; entries written
+before there were segments (flat under ``offline-buffer/``) are taken only where the buffered
+Command is the agent's own, so an upgraded runtime still reconciles what it left there.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from mwp.core.errors import ErrorCode, MwpError
+from mwp.core.log.event_log import group_segment
 from mwp.core.wire.jcs import canonicalize
 from mwp.core.wire.strict_json import parse_bytes
 from mwp.stores.objects import ObjectStore
@@ -45,6 +49,7 @@ class OfflineBuffer:
     """The runtime's buffered Commands (see the module docstring)."""
 
     journal: ObjectStore | None = None
+    agent_id: str = ""  # whose buffer: names its journal segment
     _entries: list[tuple[int, Buffered]] = field(default_factory=list)
     _sealed_below: int = 0  # Sessions before this one buffer no more
 
@@ -57,7 +62,7 @@ class OfflineBuffer:
             )
         if self.journal is not None:
             # Named in buffering order (nanoseconds, then a random tail for uniqueness).
-            key = f"{JOURNAL_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex}.json"
+            key = f"{self._prefix}{time.time_ns():020d}-{uuid.uuid4().hex}.json"
             self.journal.put_if_absent(key, _document(session_epoch, entry))
             entry = replace(entry, key=key)
         self._entries.append((session_epoch, entry))
@@ -82,9 +87,9 @@ class OfflineBuffer:
             if data is None:
                 continue
             epoch, entry = _entry(key, data)
-            if epoch < session_epoch:
+            if epoch < session_epoch and self._owns(entry):
                 taken.append(entry)
-        return sorted(taken, key=lambda entry: entry.key or "")
+        return sorted(taken, key=lambda entry: _order(entry.key))
 
     def decided(self, entry: Buffered) -> None:
         """The Group decided ``entry`` (accepted or refused): the journal forgets it."""
@@ -98,14 +103,36 @@ class OfflineBuffer:
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def _prefix(self) -> str:
+        return f"{JOURNAL_PREFIX}{group_segment(self.agent_id)}/"
+
+    def _owns(self, entry: Buffered) -> bool:
+        """A legacy (flat) entry is this agent's only if it buffered the Command itself."""
+        key = entry.key or ""
+        if key.startswith(self._prefix):
+            return True
+        return (entry.command.get("actor") or {}).get("id") == self.agent_id
+
     def _journal_keys(self) -> list[str]:
+        """This agent's segment, and the flat entries from before segments."""
+        return self._listed(self._prefix) + [
+            k for k in self._listed(JOURNAL_PREFIX) if "/" not in k[len(JOURNAL_PREFIX) :]
+        ]
+
+    def _listed(self, prefix: str) -> list[str]:
         assert self.journal is not None
         keys: list[str] = []
         after: str | None = None
-        while page := self.journal.list_keys(JOURNAL_PREFIX, after=after):
+        while page := self.journal.list_keys(prefix, after=after):
             keys += [k for k in page if k.endswith(".json")]
             after = page[-1]
         return keys
+
+
+def _order(key: str | None) -> str:
+    """Buffering order, whatever the prefix: the file name starts with its time."""
+    return (key or "").rsplit("/", 1)[-1]
 
 
 def _document(session_epoch: int, entry: Buffered) -> bytes:

@@ -24,7 +24,7 @@ from mwp.agent import (
 )
 from mwp.agent.execution import LeasedExecution, LeaseLost
 from mwp.agent.offline import Disconnected
-from mwp.agent.offline_buffer import Buffered, OfflineBuffer
+from mwp.agent.offline_buffer import JOURNAL_PREFIX, Buffered, OfflineBuffer, _document
 from mwp.client import Identity
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.clock import plus_seconds
@@ -33,6 +33,8 @@ from mwp.core.group.resource_usage import ResourceUsage
 from mwp.core.trust.registry import Principal
 from mwp.stores.objects import FolderObjectStore
 from tests.unit.group.harness import contract
+
+ME, OTHER = "urn:mwp:agent:developer", "urn:mwp:agent:tester"
 
 AGENT_ID = "urn:mwp:agent:acme:indexer"
 CAPABILITY = {"id": "code.backend", "version": "1.0.0"}
@@ -283,22 +285,53 @@ def test_with_a_journal_the_buffer_outlives_its_process(tmp_path: Path) -> None:
     """A runtime that died offline: the next one, on the same store, drains what the dead one
     buffered (in order, its states included), and nothing once it is decided."""
     store = FolderObjectStore(tmp_path)
-    dead = OfflineBuffer(store)
+    dead = OfflineBuffer(store, ME)
     first, second = Buffered({"kind": "a"}, b'{"n":1}'), Buffered({"kind": "b"})
     dead.keep(3, first)
     dead.keep(3, second)
-    restarted = OfflineBuffer(store)
+    restarted = OfflineBuffer(store, ME)
     drained = restarted.drain(4)
     assert [(e.command, e.checkpoint) for e in drained] == [
         ({"kind": "a"}, b'{"n":1}'),
         ({"kind": "b"}, None),
     ]
     restarted.decided(drained[0])
-    assert [e.command for e in OfflineBuffer(store).drain(5)] == [{"kind": "b"}]
+    assert [e.command for e in OfflineBuffer(store, ME).drain(5)] == [{"kind": "b"}]
     restarted.decided(drained[1])
-    assert OfflineBuffer(store).drain(5) == []
+    assert OfflineBuffer(store, ME).drain(5) == []
     # A Session not older than the draining one is not taken.
-    later = OfflineBuffer(store)
+    later = OfflineBuffer(store, ME)
     later.keep(7, Buffered({"kind": "c"}))
-    assert OfflineBuffer(store).drain(7) == []
-    assert [e.command for e in OfflineBuffer(store).drain(8)] == [{"kind": "c"}]
+    assert OfflineBuffer(store, ME).drain(7) == []
+    assert [e.command for e in OfflineBuffer(store, ME).drain(8)] == [{"kind": "c"}]
+
+
+def test_agents_sharing_a_store_drain_only_their_own_buffers(tmp_path: Path) -> None:
+    """Agents run from one state folder share its store: each reconciles only what it buffered
+    (another's Commands, re-signed, would be refused as not its own, and marking them decided
+    would lose them for their agent)."""
+    store = FolderObjectStore(tmp_path)
+    mine, theirs = Buffered(_command(ME, "a")), Buffered(_command(OTHER, "b"))
+    OfflineBuffer(store, ME).keep(3, mine)
+    OfflineBuffer(store, OTHER).keep(3, theirs)
+    assert [e.command for e in OfflineBuffer(store, ME).drain(4)] == [mine.command]
+    assert [e.command for e in OfflineBuffer(store, OTHER).drain(4)] == [theirs.command]
+
+
+def test_entries_from_before_per_agent_segments_go_to_the_agent_that_buffered_them(
+    tmp_path: Path,
+) -> None:
+    """An upgraded runtime still reconciles what it left flat under ``offline-buffer/``; the
+    other agents on the store leave it alone."""
+    store = FolderObjectStore(tmp_path)
+    flat = Buffered(_command(ME, "a"))
+    store.put_if_absent(f"{JOURNAL_PREFIX}{1:020d}-legacy.json", _document(3, flat))
+    assert OfflineBuffer(store, OTHER).drain(4) == []
+    drained = OfflineBuffer(store, ME).drain(4)
+    assert [e.command for e in drained] == [flat.command]
+    OfflineBuffer(store, ME).decided(drained[0])
+    assert OfflineBuffer(store, ME).drain(5) == []
+
+
+def _command(actor: str, kind: str) -> dict[str, object]:
+    return {"kind": kind, "actor": {"type": "agent", "id": actor}}
