@@ -31,7 +31,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -404,7 +404,8 @@ async def _run_through_gateway(
                             organization, card_version, link.session_epoch, queue
                         )
                         # Offline progress first: nothing of the new Session may precede it.
-                        await connection.reconcile(link)
+                        if not await _unless_stopped(connection.reconcile(link), stop):
+                            break
                         connection.attach(link)
                         try:
                             if worker is None:
@@ -483,6 +484,26 @@ def _ended(
         return dataclasses.replace(session, replaced_by=current)
     lines(f"{name}: the gateway ended the session: {fatal}")
     return session
+
+
+async def _unless_stopped(work: Awaitable[object], stop: asyncio.Event) -> bool:
+    """Whether ``work`` ran to its end; False when ``stop`` came first (it is cancelled then).
+    A runtime told to stop while its reconciliation waits for receipts from a gateway that
+    does not answer stops now, not minutes later when every resend has given up."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+    if not task.done() or task.cancelled():
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return False
+    task.result()  # its error, if any
+    return True
 
 
 # A lost gateway connection is tried again after this long, doubling up to the maximum.

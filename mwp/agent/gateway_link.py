@@ -50,6 +50,9 @@ CLAUSES: tuple[str, ...] = ("MWP-WRK-008",)
 # How long a Command waits for its receipt before it is sent again (byte-equal: the same
 # receipt comes back, never a second decision).
 RECEIPT_SECONDS = 20.0
+# How long a HELLO may wait for the gateway's answer: a gateway that accepted the connection and
+# never answers (starting, or stuck on its Registry) is given up and tried again like a lost one.
+HELLO_SECONDS = 30.0
 # How often the link proves the agent alive (well inside the gateway's session lifetime).
 PING_SECONDS = 60.0
 RESENDS = 3
@@ -142,7 +145,12 @@ class GatewayLink:
                     "(or `mwp gateway`) running? --gateway and --gateway-ca say where it is"
                 ) from None
             try:
-                await client.hello(agent.identity)
+                await asyncio.wait_for(client.hello(agent.identity), HELLO_SECONDS)
+            except TimeoutError:
+                raise GatewayUnavailableError(
+                    f"the gateway at {settings.url} did not answer the HELLO in "
+                    f"{HELLO_SECONDS:.0f} s"
+                ) from None
             except MwpError as exc:
                 raise GatewayUnavailableError(
                     f"the gateway refused the HELLO of {agent.agent_id}: {exc.code.value}. "
