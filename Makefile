@@ -7,7 +7,7 @@ NODE_STAMP := clients/node/node_modules/.package-lock.json
 MWP_PROTOCOL_ROOT ?= ../shared/mwp-0.1
 export MWP_PROTOCOL_ROOT
 
-.PHONY: install test lint typecheck unit conformance demo bench bench-group bench-floor bench-log bench-scheduler bench-agents bench-offer-floor bench-gateway clean
+.PHONY: install test lint typecheck unit conformance demo bench bench-group bench-floor bench-log bench-scheduler bench-agents bench-offer-floor bench-work-item-floor bench-gateway clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,11 @@ bench-agents: $(STAMP)
 # The Temporal hops and durable writes of one offer -> accepted, without protocol work (half a minute).
 bench-offer-floor: $(STAMP)
 	$(BIN)/python -m benchmarks.offer_floor
+
+# The Temporal work of a WorkItem's whole life at bench-agents' scale, without protocol work
+# (half a minute).
+bench-work-item-floor: $(STAMP)
+	$(BIN)/python -m benchmarks.work_item_floor
 
 # The Group gateway: Events/s delivered to 100 subscribers, Command round trip against the
 # direct Update (a few minutes).
