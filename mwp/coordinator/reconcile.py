@@ -362,9 +362,6 @@ def next_steps(
             steps.append(Authorize(item, ids[item.key], contract, cites.get(item.key)))
     if any(isinstance(s, Authorize) for s in steps):
         return steps  # offer once the graph is whole
-    handover = _handover(mission, items, notes.mission_package, journaled_package)
-    if handover is not None:
-        steps.append(handover)
     verified = {i for i, view in items.items() if view.get("state") == "verified"}
 
     def ready(item: PlannedItem) -> bool:
@@ -402,6 +399,10 @@ def next_steps(
                 if digest not in hashes:
                     hashes.append(digest)
         steps.append(SubmitMission(tuple(hashes)))
+    # Last: a package the Group refuses (rules from before packages) holds up no other step.
+    handover = _handover(mission, items, notes.mission_package, journaled_package)
+    if handover is not None:
+        steps.append(handover)
     return steps
 
 

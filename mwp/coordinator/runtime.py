@@ -113,6 +113,8 @@ class GroupProjection:
     assigned_with: str | None = None
     changes_requested_at: int | None = None
     mission_package: PackageRecord | None = None
+    # The Event IDs of a hand-over package the Authority refused: not sent again as it is.
+    refused_package: tuple[str, ...] | None = None
 
     @property
     def caught_up(self) -> bool:
@@ -257,6 +259,11 @@ class CoordinatorRuntime:
             notes=group.notes(),
             journaled_package=self.journal.handover(group.group_id),
         )
+        steps = [
+            s
+            for s in steps
+            if not (isinstance(s, PublishHandover) and s.record.event_ids == group.refused_package)
+        ]
         await self._take_steps(group, mission, steps)
 
     async def _take_steps(self, group: GroupProjection, mission: Json, steps: list[Step]) -> None:
@@ -302,15 +309,7 @@ class CoordinatorRuntime:
             self.report(_takeover_line(mission, step, group.items()))
             self.changed.set()
         elif isinstance(step, PublishHandover):
-            package = {
-                **step.package,
-                "generatedBy": coordinator.identity.principal.to_json(),
-                "generatedAt": format_utc(self.clock()),
-            }
-            signed = coordinator.identity.sign(package, "context-package")
-            await self._send(group, PUBLISH_KIND, {"contextPackage": signed})
-            # Noted once the Authority took it: until the log shows it, no other is published.
-            self.journal.hand_over(group.group_id, step.record)
+            await self._publish_handover(group, step)
         elif isinstance(step, NeedReplan):
             context = ChangesContext(
                 mission, str(step.approval.get("comments", "")), list(group.items().values())
@@ -367,6 +366,25 @@ class CoordinatorRuntime:
                 group, "mission.submit_for_approval", {"artifactHashes": list(step.artifact_hashes)}
             )
             self.report(f"Mission {mission['missionId']}: submitted for Approval")
+
+    async def _publish_handover(self, group: GroupProjection, step: PublishHandover) -> None:
+        identity = self.coordinator.identity
+        package = {
+            **step.package,
+            "generatedBy": identity.principal.to_json(),
+            "generatedAt": format_utc(self.clock()),
+        }
+        signed = identity.sign(package, "context-package")
+        try:
+            await self._send(group, PUBLISH_KIND, {"contextPackage": signed})
+        except MwpError as error:
+            if not error.retryable and error.code != ErrorCode.AUTH_STALE_COORDINATOR:
+                # Refused as it is (a Group under rules from before packages refuses them
+                # all): said once, not on every tick; tried again when what it cites changes.
+                group.refused_package = step.record.event_ids
+            raise
+        # Noted once the Authority took it: until the log shows it, no other is published.
+        self.journal.hand_over(group.group_id, step.record)
 
     async def _answer_messages(
         self, group: GroupProjection, mission: Json, items: Mapping[str, Json]

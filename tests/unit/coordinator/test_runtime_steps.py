@@ -25,7 +25,8 @@ from mwp.coordinator import (
 )
 from mwp.coordinator.journal import PlanJournal
 from mwp.coordinator.runtime import CoordinatorRuntime
-from mwp.core.group.context_package import PUBLISHED_KIND
+from mwp.core.group.api import RULES_CONTEXT
+from mwp.core.group.context_package import PUBLISH_KIND, PUBLISHED_KIND
 from mwp.core.trust.registry import Principal
 from mwp.core.wire.ed25519 import SigningKey
 from tests.unit.group.harness import (
@@ -147,7 +148,8 @@ async def test_the_runtime_takes_a_group_to_approval_with_the_authoritys_consent
     assert mission["submission"]["artifactHashes"] == [ARTIFACT_A]
     kinds = [c["kind"] for c in cast(PureLink, rt.link).sent]
     assert kinds.count("work.authorize") == 3 and kinds.count("work.accept_result") == 3
-    assert kinds[-1] == "mission.submit_for_approval"
+    # The submission, then the hand-over package that cites the last verification.
+    assert kinds[-2:] == ["mission.submit_for_approval", PUBLISH_KIND]
     assert all(c["actor"]["id"] == COORD.id for c in cast(PureLink, rt.link).sent)
 
 
@@ -257,3 +259,20 @@ async def test_a_replacement_takes_over_from_the_latest_package_and_finishes_wit
     assert authorized == [item_id("analyse"), item_id("build")]  # each once, by A
     await settle(a, h)  # the former Coordinator says so once and sends nothing
     assert a_lines[-1].endswith("another Coordinator took over")
+
+
+async def test_a_group_that_refuses_hand_over_packages_is_still_coordinated(
+    tmp_path: Path,
+) -> None:
+    """Under rules from before Context Packages the Authority refuses every package: the
+    refusal is said once per package and holds up no offer."""
+    h = mission_harness()
+    h.rules = RULES_CONTEXT - 1
+    lines: list[str] = []
+    rt = runtime_of(h, COORD, PlanJournal(tmp_path), lines)
+    await settle(rt, h)
+    await settle(rt, h)
+    assert h.view("analyse")["state"] == "offered"
+    refused = [line for line in lines if "PublishHandover" in line]
+    assert len(refused) == 1, lines
+    assert not [e for e in h.events if e["kind"] == PUBLISHED_KIND]
