@@ -2,7 +2,10 @@
 
 A plan function may not give the same plan twice (a model, a person), so the runtime journals
 each plan before it authorizes the first item: after a restart it authorizes what is missing
-of the plan it made, never a second one. One JSON file per Group, replaced atomically.
+of the plan it made, never a second one. A Coordinator that took a Mission over journals the
+WorkItems it adopted the same way, so it never plans that Mission. The latest hand-over
+Context Package it published is noted too: until its log shows that package, a restarted
+runtime publishes no other. One JSON file per Group, replaced atomically.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mwp.coordinator.declaration import ChildMission, PlannedItem
-from mwp.coordinator.reconcile import JournaledPlan
+from mwp.coordinator.reconcile import JournaledPlan, PackageRecord
 
 Json = dict[str, Any]
 
@@ -78,7 +81,10 @@ class PlanJournal:
         document = json.loads(path.read_text("utf-8"))
         return [
             JournaledPlan(
-                p["answers"], tuple(_item(i) for i in p["items"]), bool(p.get("proposal"))
+                p["answers"],
+                tuple(_item(i) for i in p["items"]),
+                bool(p.get("proposal")),
+                tuple(p.get("adopted", ())),  # absent from journals written before it
             )
             for p in document["plans"]
         ]
@@ -99,6 +105,22 @@ class PlanJournal:
         document["answered"] = [*document.get("answered", []), message_id]
         self._write(group_id, document)
 
+    def handover(self, group_id: str) -> PackageRecord | None:
+        """The latest hand-over Context Package the Coordinator published in the Group."""
+        value = self._document(group_id).get("handover")
+        if value is None:
+            return None
+        return PackageRecord(value["contextPackageId"], value["version"], tuple(value["eventIds"]))
+
+    def hand_over(self, group_id: str, package: PackageRecord) -> None:
+        document = self._document(group_id)
+        document["handover"] = {
+            "contextPackageId": package.context_package_id,
+            "version": package.version,
+            "eventIds": list(package.event_ids),
+        }
+        self._write(group_id, document)
+
     def add(self, group_id: str, plan: JournaledPlan) -> None:
         plans = [*self.plans(group_id), plan]
         document = {
@@ -109,6 +131,7 @@ class PlanJournal:
                     "answers": p.answers,
                     "items": [_item_json(i) for i in p.items],
                     "proposal": p.proposal,
+                    "adopted": list(p.adopted),
                 }
                 for p in plans
             ],

@@ -22,6 +22,13 @@ taken (its Events not yet seen) is at worst refused by the Authority and asked a
   ``verified``, instead of offering it: the child's approval verifies it.
 * ``ReviewResult`` each ``submitted`` item.
 * ``SubmitMission`` once every planned item is ``verified``: their Artifacts, in plan order.
+* ``PublishHandover``: a Mission-wide Context Package, the next version of the Group's latest,
+  whenever what it would cite changed (an item authorized or its contract changed, an item
+  verified), so a replacement can be appointed from it at any time (spec 7.2).
+* ``TakeOver`` instead of ``NeedPlan`` when this Coordinator was appointed to a Mission it did
+  not plan (no journaled plan, a Coordinator Epoch above the founding one, WorkItems in the
+  Group): it adopts those WorkItems as its plan, and every step above then follows from their
+  state, so it reconciles them before it assigns anything new (MWP-MSN-005).
 
 In a child Mission whose MissionOwner is this Coordinator (it promoted the item),
 :func:`owner_steps` gives ``ApproveChild`` once the child Mission awaits Approval.
@@ -29,16 +36,19 @@ In a child Mission whose MissionOwner is this Coordinator (it promoted the item)
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
-from mwp.coordinator.declaration import PlannedItem
-from mwp.core.group.ids import derive_id
+from mwp.coordinator.declaration import DEFAULT_CRITERIA, PlannedItem
+from mwp.core.group.ids import derive_id, event_id
 from mwp.core.wire.values import format_utc, instant_to_datetime, parse_timestamp
 
 Json = dict[str, Any]
+
+CLAUSES: tuple[str, ...] = ("MWP-MSN-005",)
 
 DEFAULT_BUDGET = {"currency": "USD", "financialLimit": 10, "toolCallLimit": 100}
 
@@ -56,6 +66,29 @@ class JournaledPlan:
     answers: str
     items: tuple[PlannedItem, ...]
     proposal: bool = False  # ``answers`` is a Work Proposal's ID: its item cites it
+    # Taken over, not planned: the WorkItem ID of each item, in order (an adopted item's key
+    # names it only within this plan; its ID is not derived from it).
+    adopted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PackageRecord:
+    """A Mission-wide Context Package: its ID, version and the Event IDs it cites."""
+
+    context_package_id: str
+    version: int
+    event_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LogNotes:
+    """What the runtime notes of a Group's log beyond the views: the Context Package named
+    by this Coordinator's appointment, the sequence of the latest change request, and the
+    latest Mission-wide Context Package published (the pure views keep none of them)."""
+
+    assigned_with: str | None = None
+    changes_requested_at: int | None = None
+    mission_package: PackageRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -114,9 +147,37 @@ class ApproveChild:
     pass
 
 
+@dataclass(frozen=True)
+class TakeOver:
+    """Journal ``plan`` (the WorkItems adopted) instead of planning: the Coordinator was
+    appointed, as ``coordinator_epoch``, to a Mission another Coordinator planned."""
+
+    plan: JournaledPlan
+    coordinator_epoch: int
+    context_package_id: str | None  # the package its appointment named
+
+
+@dataclass(frozen=True)
+class PublishHandover:
+    """Publish ``package`` (a Mission-wide Context Package, unsigned: the runtime adds its
+    generator, time and signature)."""
+
+    package: Json
+
+    @property
+    def record(self) -> PackageRecord:
+        return PackageRecord(
+            str(self.package["contextPackageId"]),
+            int(self.package["version"]),
+            tuple(self.package["sourceEventRange"]["eventIds"]),
+        )
+
+
 Step = (
     Renew
     | NeedPlan
+    | TakeOver
+    | PublishHandover
     | NeedReplan
     | NeedProposal
     | Authorize
@@ -252,9 +313,13 @@ def next_steps(
     lease_seconds: int,
     now: datetime,
     id_of: IdOf = work_item_id,
+    notes: LogNotes = LogNotes(),
+    journaled_package: PackageRecord | None = None,
 ) -> list[Step]:
     """The steps due now for the Mission view ``mission`` and its WorkItem views ``items``
-    (``id_of``: how a plan key names its WorkItem, :func:`work_item_id` unless told)."""
+    (``id_of``: how a plan key names its WorkItem, :func:`work_item_id` unless told;
+    ``notes``: what the runtime noted of the log; ``journaled_package``: the latest hand-over
+    package this Coordinator published, as its journal says)."""
     if mission.get("state") != "active":
         return []
     if (mission.get("coordinator") or {}).get("agentId") != coordinator_id:
@@ -266,7 +331,8 @@ def next_steps(
     except (KeyError, ValueError):
         steps.append(Renew())
     if not plans:
-        return [*steps, NeedPlan()]
+        takeover = _takeover(mission, items, notes)
+        return [*steps, takeover if takeover is not None else NeedPlan()]
     approval = mission.get("approval") or {}
     answered = {p.answers for p in plans}
     if approval.get("decision") == "changes_requested" and approval["approvalId"] not in answered:
@@ -284,8 +350,14 @@ def next_steps(
         for item in plan.items
     }
     ids = {item.key: id_of(group_id, item.key) for item in planned}
+    adopted = {  # an adopted plan names each item's WorkItem (a plan without: none)
+        item.key: item_id
+        for plan in plans
+        for item, item_id in zip(plan.items, plan.adopted, strict=False)
+    }
+    ids.update(adopted)
     for item in planned:
-        if ids[item.key] not in items:
+        if ids[item.key] not in items and item.key not in adopted:
             contract = contract_of(item, group_id, now, id_of)
             steps.append(Authorize(item, ids[item.key], contract, cites.get(item.key)))
     if any(isinstance(s, Authorize) for s in steps):
@@ -296,7 +368,9 @@ def next_steps(
         return all(ids.get(k, id_of(group_id, k)) in verified for k in item.depends_on)
 
     for item in planned:
-        view = items[ids[item.key]]
+        view = items.get(ids[item.key])
+        if view is None:
+            continue  # adopted, but not in the views at hand
         state = view.get("state")
         if state == "submitted":
             steps.append(ReviewResult(ids[item.key]))
@@ -325,7 +399,171 @@ def next_steps(
                 if digest not in hashes:
                     hashes.append(digest)
         steps.append(SubmitMission(tuple(hashes)))
+    # Last: a package the Group refuses (rules from before packages) holds up no other step.
+    handover = _handover(mission, items, notes.mission_package, journaled_package)
+    if handover is not None:
+        steps.append(handover)
     return steps
+
+
+# --- taking over -----------------------------------------------------------------------------
+
+
+def adopted_key(work_item_id: str) -> str:
+    """The plan key an adopted WorkItem goes by (a valid key whatever its ID)."""
+    return "adopted-" + hashlib.sha256(work_item_id.encode()).hexdigest()[:24]
+
+
+def _authorized_at(view: Mapping[str, Any]) -> int:
+    """The sequence of the Event that first stated the item's contract (0: not known)."""
+    stated = view.get("contractEvents") or []
+    return int(stated[0]["sequence"]) if stated else 0
+
+
+def _adopted(view: Mapping[str, Any], keys: Mapping[str, str]) -> PlannedItem:
+    """A WorkItem another Coordinator authorized, as a planned item of this one: its goal,
+    criteria, dependencies, capability and budget are the contract's; it is offered to this
+    Coordinator's Workers."""
+    contract = view["contract"]
+    capability = contract["requiredCapabilities"][0]
+    criteria = tuple(str(c["description"]) for c in contract.get("acceptanceCriteria") or [])
+    return PlannedItem(
+        keys[str(view["workItemId"])],
+        str(contract["goal"]),
+        criteria or DEFAULT_CRITERIA,
+        tuple(keys.get(d) or adopted_key(d) for d in contract.get("dependencyWorkItemIds") or []),
+        (str(capability["id"]), str(capability["version"])),
+        dict(contract["budget"]) if contract.get("budget") else None,
+    )
+
+
+def _takeover(
+    mission: Mapping[str, Any], items: Mapping[str, Mapping[str, Any]], notes: LogNotes
+) -> TakeOver | None:
+    """A plan adopted from the Group, when this Coordinator was appointed after the Mission
+    was planned: planning again would authorize the same work twice."""
+    epoch = int((mission.get("coordinator") or {}).get("coordinatorEpoch") or 1)
+    live = [v for v in items.values() if v.get("state") != "cancelled"]
+    if epoch <= 1 or not live:
+        return None  # the founding Coordinator, or nothing planned before it: it plans
+    views = sorted(live, key=_authorized_at)
+    keys = {str(v["workItemId"]): adopted_key(str(v["workItemId"])) for v in views}
+    answers = "initial"
+    approval = mission.get("approval") or {}
+    requested = notes.changes_requested_at
+    if (
+        approval.get("decision") == "changes_requested"
+        and requested is not None
+        and any(_authorized_at(v) > requested for v in views)
+    ):
+        # The former Coordinator answered the change request already: its items are here.
+        answers = str(approval["approvalId"])
+    plan = JournaledPlan(answers, tuple(_adopted(v, keys) for v in views), adopted=tuple(keys))
+    return TakeOver(plan, epoch, notes.assigned_with)
+
+
+# --- hand-over packages ----------------------------------------------------------------------
+
+MAX_TEXT: Final = 4000  # the schema's bound on a decision, constraint or question
+MAX_SUMMARY: Final = 50_000
+
+
+def _cited(mission: Mapping[str, Any], items: Mapping[str, Mapping[str, Any]]) -> list[Json]:
+    """What a hand-over package cites: the Group's founding Event, and per WorkItem the
+    Events that stated its contract and the one that accepted its result."""
+    group_id = str(mission["groupId"])
+    cited = {event_id(group_id, 1): 1}
+    for view in items.values():
+        accepted = (view.get("result") or {}).get("acceptedEvent")
+        for event in [*(view.get("contractEvents") or []), *([accepted] if accepted else [])]:
+            cited[str(event["eventId"])] = int(event["sequence"])
+    return [{"eventId": e, "sequence": s} for e, s in sorted(cited.items(), key=lambda c: c[1])]
+
+
+def _handover(
+    mission: Mapping[str, Any],
+    items: Mapping[str, Mapping[str, Any]],
+    published: PackageRecord | None,
+    journaled: PackageRecord | None,
+) -> PublishHandover | None:
+    """The next Mission-wide package, when the latest one (``published``) no longer cites
+    what a replacement needs; none while the log has not shown the one journaled last."""
+    if journaled is not None and (published is None or journaled.version > published.version):
+        return None
+    cited = _cited(mission, items)
+    event_ids = [e["eventId"] for e in cited]
+    if published is not None and set(published.event_ids) == set(event_ids):
+        return None
+    group_id = str(mission["groupId"])
+    previous = published.context_package_id if published is not None else None
+    version = published.version + 1 if published is not None else 1
+    views = sorted(items.values(), key=_authorized_at)
+    package: Json = {
+        # Derived from its predecessor: a second attempt at the same version is refused.
+        "contextPackageId": derive_id(group_id, "coordinator-handover", previous or "", version),
+        "version": version,
+        "missionId": mission["missionId"],
+        "groupId": group_id,
+        "sourceEventRange": {
+            "fromSequence": cited[0]["sequence"],
+            "toSequence": cited[-1]["sequence"],
+            "eventIds": event_ids,
+        },
+        "artifactHashes": _verified_artifacts(mission, views),
+        "summary": _summary(mission, views),
+        "decisions": _decisions(views),
+        "constraints": [f"Deadline: {mission['deadline']}"] if mission.get("deadline") else [],
+        "unresolvedQuestions": [
+            f"Open Work Proposal: {p.get('title', p['proposalId'])}"[:MAX_TEXT]
+            for p in mission.get("proposals") or []
+        ],
+    }
+    if previous is not None:
+        package["previousContextPackageId"] = previous
+    return PublishHandover(package)
+
+
+def _verified_artifacts(
+    mission: Mapping[str, Any], views: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    published = {a["contentHash"] for a in mission.get("artifacts") or []}
+    hashes: list[str] = []
+    for view in views:
+        if view.get("state") == "verified":
+            for digest in (view.get("submission") or {}).get("artifactHashes", []):
+                if digest in published and digest not in hashes:
+                    hashes.append(digest)
+    return hashes
+
+
+def _summary(mission: Mapping[str, Any], views: Sequence[Mapping[str, Any]]) -> str:
+    verified = sum(1 for v in views if v.get("state") == "verified")
+    lines = [
+        f"Hand-over of Mission {mission['missionId']}: {mission.get('objective', '')}",
+        f"{len(views)} WorkItems, {verified} verified:",
+        *(f"- {v.get('state')}: {v['contract']['goal']} ({v['workItemId']})" for v in views),
+    ]
+    return "\n".join(lines)[:MAX_SUMMARY]
+
+
+def _decisions(views: Sequence[Mapping[str, Any]]) -> list[Json]:
+    decisions: list[Json] = []
+    for view in views:
+        goal = view["contract"]["goal"]
+        stated = [e["eventId"] for e in view.get("contractEvents") or []]
+        if stated:
+            decisions.append(
+                {"description": f"Authorized {goal!r}"[:MAX_TEXT], "sourceEventIds": stated}
+            )
+        accepted = (view.get("result") or {}).get("acceptedEvent")
+        if accepted:
+            decisions.append(
+                {
+                    "description": f"Accepted the result of {goal!r}"[:MAX_TEXT],
+                    "sourceEventIds": [accepted["eventId"]],
+                }
+            )
+    return decisions
 
 
 def owner_steps(mission: Mapping[str, Any], owner_id: str) -> list[Step]:

@@ -10,6 +10,11 @@ and takes those steps: calls the Coordinator's functions, journals plans, and si
 the Commands. It then waits until the log shows a step's Events before deciding that Group
 again. A Command the Authority refuses is reported and decided again at the next change; a
 Group whose Coordinator is now another agent (``AUTH_STALE_COORDINATOR``) is left alone.
+
+Hand-over: it publishes a Mission-wide Context Package whenever the Mission's plan changes or a
+WorkItem is verified (``PublishHandover``), so the MissionOwner can appoint a replacement from
+it; a runtime appointed to a Mission another Coordinator planned adopts its WorkItems
+(``TakeOver``) instead of calling ``plan``.
 """
 
 from __future__ import annotations
@@ -50,15 +55,19 @@ from mwp.coordinator.reconcile import (
     Authorize,
     IdOf,
     JournaledPlan,
+    LogNotes,
     NeedPlan,
     NeedProposal,
     NeedReplan,
     Offer,
+    PackageRecord,
     Promote,
+    PublishHandover,
     Renew,
     ReviewResult,
     Step,
     SubmitMission,
+    TakeOver,
     child_payload,
     next_steps,
     owner_steps,
@@ -67,6 +76,7 @@ from mwp.coordinator.reconcile import (
 )
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import GroupAuthority
+from mwp.core.group.context_package import PUBLISH_KIND, PUBLISHED_KIND
 from mwp.core.group.ids import derive_id
 from mwp.core.group.kinds import COORDINATOR_KINDS
 from mwp.core.models.websocket_frame import EventFrame
@@ -99,10 +109,33 @@ class GroupProjection:
     handed_over: bool = False  # another holds it now (said once)
     # Messages others posted, to answer once the Group is decided on (on_message).
     messages: list[Json] = field(default_factory=list)
+    # What reconcile needs of the log that the views do not keep (LogNotes).
+    assigned_with: str | None = None
+    changes_requested_at: int | None = None
+    mission_package: PackageRecord | None = None
+    # The Event IDs of a hand-over package the Authority refused: not sent again as it is.
+    refused_package: tuple[str, ...] | None = None
 
     @property
     def caught_up(self) -> bool:
         return self.authority.sequence >= self.awaiting
+
+    def note(self, event: Mapping[str, Any]) -> None:
+        kind, payload = event["kind"], event["payload"]
+        if kind == "mission.coordinator.assigned":
+            self.assigned_with = payload.get("contextPackageId")
+        elif kind == "mission.changes_requested":
+            self.changes_requested_at = int(event["sequence"])
+        elif kind == PUBLISHED_KIND and "workItemId" not in payload["contextPackage"]:
+            package = payload["contextPackage"]
+            self.mission_package = PackageRecord(
+                package["contextPackageId"],
+                int(package["version"]),
+                tuple(package["sourceEventRange"]["eventIds"]),
+            )
+
+    def notes(self) -> LogNotes:
+        return LogNotes(self.assigned_with, self.changes_requested_at, self.mission_package)
 
     def items(self) -> dict[str, Json]:
         views = {}
@@ -152,12 +185,13 @@ class CoordinatorRuntime:
         if group.left:
             return
         if group.authority.sequence == 0 and int(event["sequence"]) > 1:
-            # Its visibility starts after the Group's founding (a Coordinator admitted later):
-            # no projection can be built from the log it may read.
+            # A Coordinator's visibility starts at 0 however late it was appointed, so only a
+            # log delivered from later (a stored Cursor, a compacted log) leads here: no
+            # projection can be built from it.
             group.left = True
             self.report(
-                f"Group {group_id}: visible only from sequence {event['sequence']}; a "
-                "Coordinator that did not found it cannot coordinate it yet"
+                f"Group {group_id}: visible only from sequence {event['sequence']} (a "
+                "stored Cursor or a compacted log); left alone"
             )
             return
         if event.get("workItemId") and int(event["sequence"]) == group.authority.sequence + 1:
@@ -166,6 +200,7 @@ class CoordinatorRuntime:
                 self.performance.observe(event, before)
         try:
             if group.authority.follow(event):
+                group.note(event)
                 self.changed.set()
                 if (
                     event["kind"] == "message.posted"
@@ -221,7 +256,14 @@ class CoordinatorRuntime:
             lease_seconds=self.coordinator.lease_seconds,
             now=self.clock(),
             id_of=self.id_of,
+            notes=group.notes(),
+            journaled_package=self.journal.handover(group.group_id),
         )
+        steps = [
+            s
+            for s in steps
+            if not (isinstance(s, PublishHandover) and s.record.event_ids == group.refused_package)
+        ]
         await self._take_steps(group, mission, steps)
 
     async def _take_steps(self, group: GroupProjection, mission: Json, steps: list[Step]) -> None:
@@ -262,6 +304,12 @@ class CoordinatorRuntime:
             self.journal.add(group.group_id, JournaledPlan("initial", tuple(plan.items)))
             self.report(f"Mission {mission['missionId']}: planned {len(plan.items)} WorkItems")
             self.changed.set()
+        elif isinstance(step, TakeOver):
+            self.journal.add(group.group_id, step.plan)
+            self.report(_takeover_line(mission, step, group.items()))
+            self.changed.set()
+        elif isinstance(step, PublishHandover):
+            await self._publish_handover(group, step)
         elif isinstance(step, NeedReplan):
             context = ChangesContext(
                 mission, str(step.approval.get("comments", "")), list(group.items().values())
@@ -318,6 +366,25 @@ class CoordinatorRuntime:
                 group, "mission.submit_for_approval", {"artifactHashes": list(step.artifact_hashes)}
             )
             self.report(f"Mission {mission['missionId']}: submitted for Approval")
+
+    async def _publish_handover(self, group: GroupProjection, step: PublishHandover) -> None:
+        identity = self.coordinator.identity
+        package = {
+            **step.package,
+            "generatedBy": identity.principal.to_json(),
+            "generatedAt": format_utc(self.clock()),
+        }
+        signed = identity.sign(package, "context-package")
+        try:
+            await self._send(group, PUBLISH_KIND, {"contextPackage": signed})
+        except MwpError as error:
+            if not error.retryable and error.code != ErrorCode.AUTH_STALE_COORDINATOR:
+                # Refused as it is (a Group under rules from before packages refuses them
+                # all): said once, not on every tick; tried again when what it cites changes.
+                group.refused_package = step.record.event_ids
+            raise
+        # Noted once the Authority took it: until the log shows it, no other is published.
+        self.journal.hand_over(group.group_id, step.record)
 
     async def _answer_messages(
         self, group: GroupProjection, mission: Json, items: Mapping[str, Json]
@@ -466,6 +533,20 @@ class CoordinatorRuntime:
 
 def _name(step: Step) -> str:
     return type(step).__name__
+
+
+def _takeover_line(mission: Json, step: TakeOver, items: Mapping[str, Json]) -> str:
+    states: dict[str, int] = {}
+    for adopted in step.plan.adopted:
+        state = str((items.get(adopted) or {}).get("state"))
+        states[state] = states.get(state, 0) + 1
+    counted = ", ".join(f"{n} {state}" for state, n in states.items())
+    source = step.context_package_id or "no Context Package"
+    return (
+        f"Mission {mission['missionId']}: took over as Coordinator Epoch "
+        f"{step.coordinator_epoch} from Context Package {source}; adopted "
+        f"{len(step.plan.adopted)} WorkItems ({counted}) instead of planning"
+    )
 
 
 async def run_coordinator(

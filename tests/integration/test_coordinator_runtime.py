@@ -260,7 +260,8 @@ async def test_a_worker_new_to_the_group_starts_an_item_whose_dependency_was_ver
         package = next(
             e["payload"]["contextPackage"]
             for e in events
-            if e["kind"].endswith("context_package_published") and e["workItemId"] == tests
+            # The offer's package; the Mission-wide hand-over packages name no WorkItem.
+            if e["kind"].endswith("context_package_published") and e.get("workItemId") == tests
         )
         assert verified["eventId"] in package["sourceEventRange"]["eventIds"]
         assert offer["sequence"] > joined["sequence"]

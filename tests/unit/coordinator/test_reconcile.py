@@ -1,6 +1,8 @@
 """What a Coordinator does next (mwp.coordinator.reconcile), decided from the pure Group
 Authority's views: plan, authorize the graph, offer what its dependencies allow, review,
-submit, replan after a change request; nothing for a Mission it no longer coordinates."""
+submit, replan after a change request; nothing for a Mission it no longer coordinates. It
+publishes a Mission-wide hand-over Context Package as the plan changes and items are verified,
+and a replacement appointed from one adopts the Group's WorkItems instead of planning."""
 
 from __future__ import annotations
 
@@ -18,20 +20,40 @@ from mwp.coordinator.reconcile import (
     NeedProposal,
     NeedReplan,
     Offer,
+    PackageRecord,
     Promote,
+    PublishHandover,
     Renew,
     ReviewResult,
     Step,
     SubmitMission,
+    TakeOver,
+    adopted_key,
     child_payload,
+    contract_of,
     next_steps,
     owner_steps,
     selection_basis,
     work_item_id,
 )
+from mwp.coordinator.runtime import GroupProjection
+from mwp.core.errors import ErrorCode
+from mwp.core.group.context_package import PUBLISH_KIND
+from mwp.core.group.ids import event_id
 from mwp.core.models import validate_document
+from mwp.core.trust.registry import Principal
 from mwp.core.wire.values import format_utc, parse_timestamp
-from tests.unit.group.harness import ARTIFACT_A, COORD, COORD2, W1, W2, Harness, item_id
+from tests.unit.group.harness import (
+    ARTIFACT_A,
+    COORD,
+    COORD2,
+    OWNER,
+    SIGNATURE_VALUE,
+    W1,
+    W2,
+    Harness,
+    item_id,
+)
 
 PLAN = JournaledPlan(
     "initial",
@@ -46,28 +68,61 @@ def now_of(h: Harness) -> datetime:
     return datetime.fromisoformat(h.now.replace("Z", "+00:00"))
 
 
-def steps(h: Harness, plans: list[JournaledPlan], **overrides: Any) -> list[Step]:
+def notes_of(h: Harness) -> Any:
+    """What the runtime notes of the Group's log (its projection's own note-taking)."""
+    group = GroupProjection(h.group_id)
+    for event in h.events:
+        group.note(event)
+    return group.notes()
+
+
+def steps(
+    h: Harness, plans: list[JournaledPlan], *, packages: bool = False, **overrides: Any
+) -> list[Step]:
+    """The steps due for COORD (``coordinator_id`` to ask for another); hand-over packages
+    only with ``packages`` (the tests of other steps leave them out)."""
     mission = h.authority.mission_view()
     items = {i: h.authority.work_item_view(i) for i in h.authority.work_item_ids()}
+    agent = overrides.get("coordinator_id", COORD.id)
     options: dict[str, Any] = {
-        "coordinator_id": COORD.id,
+        "coordinator_id": agent,
         "workers": (W1.id,),
-        "session_epoch": h.sessions[COORD.id],
+        "session_epoch": h.sessions[agent],
         "lease_seconds": 3600,
         "now": now_of(h),
         "id_of": lambda group, key: item_id(key),
+        "notes": notes_of(h),
     }
     options.update(overrides)
-    return next_steps(mission, items, plans, **options)
+    due = next_steps(mission, items, plans, **options)
+    return due if packages else [s for s in due if not isinstance(s, PublishHandover)]
 
 
-def take(h: Harness, step: Step) -> None:
-    """What the runtime sends for ``step`` (the harness signs with dummy signatures)."""
+def signed(h: Harness, step: PublishHandover, generator: Principal = COORD) -> dict[str, Any]:
+    """The package as the runtime completes it (the harness's dummy signature)."""
+    return {
+        **step.package,
+        "generatedBy": generator.to_json(),
+        "generatedAt": h.now,
+        "signature": {
+            "algorithm": "Ed25519",
+            "keyId": "urn:example:key:" + generator.id.rsplit(":", 1)[-1],
+            "createdAt": h.now,
+            "value": SIGNATURE_VALUE,
+        },
+    }
+
+
+def take(h: Harness, step: Step, actor: Principal = COORD) -> None:
+    """What the runtime sends for ``step`` as ``actor`` (the harness signs with dummy
+    signatures)."""
     if isinstance(step, Authorize):
         payload: dict[str, Any] = {"contract": step.contract}
         if step.proposal_id is not None:
             payload["proposalId"] = step.proposal_id
-        h.submit(COORD, "work.authorize", payload, workItemId=step.work_item_id)
+        h.submit(actor, "work.authorize", payload, workItemId=step.work_item_id)
+    elif isinstance(step, PublishHandover):
+        h.submit(actor, PUBLISH_KIND, {"contextPackage": signed(h, step, actor)})
     elif isinstance(step, Offer):
         available = format_utc(now_of(h) + timedelta(seconds=60))
         candidates = [
@@ -76,7 +131,7 @@ def take(h: Harness, step: Step) -> None:
         ]
         expires = format_utc(now_of(h) + timedelta(hours=1))
         h.submit(
-            COORD,
+            actor,
             "work.offer",
             {"candidates": candidates, "expiresAt": expires},
             workItemId=step.work_item_id,
@@ -84,13 +139,20 @@ def take(h: Harness, step: Step) -> None:
     elif isinstance(step, Promote):
         contract = h.authority.work_item_view(step.work_item_id)["contract"]
         payload = child_payload(h.authority.group_id, step.item, contract)
-        h.submit(COORD, "mission.create_child", payload, workItemId=step.work_item_id)
+        h.submit(actor, "mission.create_child", payload, workItemId=step.work_item_id)
+    elif isinstance(step, ReviewResult):
+        review = h.review_payload(_name_of(step.work_item_id))
+        h.submit(actor, "work.accept_result", review, workItemId=step.work_item_id)
     elif isinstance(step, SubmitMission):
         h.submit(
-            COORD, "mission.submit_for_approval", {"artifactHashes": list(step.artifact_hashes)}
+            actor, "mission.submit_for_approval", {"artifactHashes": list(step.artifact_hashes)}
         )
     else:
         raise AssertionError(step)
+
+
+def _name_of(work_item_id: str) -> str:
+    return work_item_id.rsplit(":", 1)[-1]
 
 
 def work(h: Harness, key: str) -> None:
@@ -329,3 +391,193 @@ def test_the_owner_of_a_child_mission_approves_it_once_it_is_submitted() -> None
     assert owner_steps({**child, "state": "active"}, COORD.id) == []
     assert owner_steps(child, COORD2.id) == []  # not its owner
     assert owner_steps({k: v for k, v in child.items() if k != "parent"}, COORD.id) == []
+
+
+# --- hand-over packages and takeover (MWP-MSN-005) ------------------------------------------
+
+CHAIN = JournaledPlan(
+    "initial",
+    (
+        PlannedItem("analyse", "Analyse the requirements"),
+        PlannedItem("build", "Build it", depends_on=("analyse",)),
+        PlannedItem("ship", "Ship it", depends_on=("build",)),
+    ),
+)
+
+
+def handover(h: Harness, plans: list[JournaledPlan], **overrides: Any) -> PublishHandover | None:
+    found = [
+        s for s in steps(h, plans, packages=True, **overrides) if isinstance(s, PublishHandover)
+    ]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+def test_a_handover_package_is_published_as_the_plan_changes_and_items_are_verified(
+    h: Harness,
+) -> None:
+    for step in steps(h, [CHAIN], packages=True):
+        assert isinstance(step, Authorize)  # none before the graph is whole
+        take(h, step)
+    first = handover(h, [CHAIN])
+    assert first is not None
+    package = first.package
+    assert package["version"] == 1 and "previousContextPackageId" not in package
+    assert "workItemId" not in package  # Mission-wide: what a replacement must be handed
+    cited = package["sourceEventRange"]["eventIds"]
+    stated = [h.view(k)["contractEvents"][0]["eventId"] for k in ("analyse", "build", "ship")]
+    assert cited == [event_id(h.group_id, 1), *stated]  # the founding Event, each contract
+    take(h, first)  # the Authority takes it: in scope, cited range within its log
+    assert handover(h, [CHAIN]) is None  # nothing changed since: not published again
+
+    take(h, steps(h, [CHAIN])[0])
+    work(h, "analyse")
+    assert handover(h, [CHAIN]) is None  # offered, started, submitted: no hand-over point
+    h.accept_result("analyse")
+    second = handover(h, [CHAIN])
+    assert second is not None
+    assert second.package["version"] == 2
+    assert second.package["previousContextPackageId"] == package["contextPackageId"]
+    accepted = h.view("analyse")["result"]["acceptedEvent"]["eventId"]
+    assert accepted in second.package["sourceEventRange"]["eventIds"]
+    assert second.package["artifactHashes"] == [ARTIFACT_A]
+    assert any(accepted in d["sourceEventIds"] for d in second.package["decisions"])
+    take(h, second)
+    assert handover(h, [CHAIN]) is None
+
+
+def test_a_package_journaled_but_not_yet_in_the_log_is_not_published_again(h: Harness) -> None:
+    """A restarted runtime whose projection has not caught up publishes nothing its journal
+    says it published; and the same version published twice is refused (its ID derives from
+    its predecessor and version)."""
+    for step in steps(h, [CHAIN]):
+        take(h, step)
+    due = handover(h, [CHAIN])
+    assert due is not None
+    assert handover(h, [CHAIN], journaled_package=due.record) is None
+    take(h, due)
+    behind = PackageRecord(due.record.context_package_id, 1, due.record.event_ids)
+    assert handover(h, [CHAIN], journaled_package=behind) is None  # the log shows it: done
+    error = h.reject(
+        ErrorCode.INVALID_COMMAND, COORD, PUBLISH_KIND, {"contextPackage": signed(h, due)}
+    )
+    assert (error.details or {}).get("reason") == "context_package_exists"
+
+
+def appoint(h: Harness, package_id: str, agent: Principal = COORD2) -> None:
+    h.submit(
+        OWNER, "mission.assign_coordinator", {"agentId": agent.id, "contextPackageId": package_id}
+    )
+
+
+def run_a_until_analyse_is_verified(h: Harness) -> str:
+    """COORD plans CHAIN, publishes its packages, gets "analyse" verified and "build" offered;
+    the ID of its latest package."""
+    for step in steps(h, [CHAIN]):
+        take(h, step)
+    for _ in range(2):
+        for step in steps(h, [CHAIN], packages=True):
+            take(h, step)
+        if h.view("analyse")["state"] == "offered":
+            work(h, "analyse")
+            h.accept_result("analyse")
+    assert h.view("build")["state"] == "offered"
+    latest = notes_of(h).mission_package
+    assert latest is not None and latest.version == 2
+    return str(latest.context_package_id)
+
+
+def test_a_replacement_adopts_the_work_items_instead_of_planning_and_finishes_the_mission(
+    h: Harness,
+) -> None:
+    package_id = run_a_until_analyse_is_verified(h)
+    appoint(h, package_id)
+    assert steps(h, [CHAIN]) == []  # the former Coordinator: nothing more
+
+    (takeover,) = steps(h, [], coordinator_id=COORD2.id)
+    assert isinstance(takeover, TakeOver)  # not NeedPlan: that would duplicate the work
+    assert takeover.context_package_id == package_id
+    assert takeover.coordinator_epoch == 2
+    ids = [item_id(k) for k in ("analyse", "build", "ship")]
+    plan = takeover.plan
+    assert plan.adopted == tuple(ids) and plan.answers == "initial"
+    build = plan.items[1]
+    assert build.goal == "Build it" and build.depends_on == (adopted_key(ids[0]),)
+
+    # The offer A made is pending: nothing to reconcile yet, nothing to authorize.
+    assert steps(h, [plan], coordinator_id=COORD2.id, packages=True) == []
+    work(h, "build")
+    assert steps(h, [plan], coordinator_id=COORD2.id) == [ReviewResult(ids[1])]
+    for _ in range(4):
+        for step in steps(h, [plan], coordinator_id=COORD2.id, packages=True):
+            take(h, step, COORD2)
+        if h.view("ship")["state"] == "offered":
+            work(h, "ship")
+    assert h.authority.mission_view()["state"] == "awaiting_approval"
+    authorized = [e for e in h.events if e["kind"] == "work.authorized"]
+    assert [e["workItemId"] for e in authorized] == ids  # each once, all by A
+    assert {e["actor"]["id"] for e in authorized} == {COORD.id}
+    published = [e for e in h.events if e["kind"].endswith("context_package_published")]
+    assert published[-1]["actor"]["id"] == COORD2.id  # B's packages continue A's versions
+    assert published[-1]["payload"]["contextPackage"]["version"] == len(published)
+    # The former Coordinator's coordination Commands are stale.
+    h.reject(
+        ErrorCode.AUTH_STALE_COORDINATOR,
+        COORD,
+        "work.authorize",
+        {"contract": contract_of(PlannedItem("extra", "More"), h.group_id, now_of(h))},
+        workItemId=item_id("extra"),
+        coordinatorEpoch=1,
+    )
+
+
+def test_the_founding_coordinator_without_a_journal_still_plans(h: Harness) -> None:
+    for step in steps(h, [CHAIN]):
+        take(h, step)
+    assert steps(h, []) == [NeedPlan()]  # Coordinator Epoch 1: no earlier Coordinator
+
+
+def test_a_replacement_answers_a_change_request_its_predecessor_had_not_answered(
+    h: Harness,
+) -> None:
+    single = JournaledPlan("initial", (PlannedItem("analyse", "Analyse the requirements"),))
+    for _ in range(3):
+        for step in steps(h, [single], packages=True):
+            take(h, step)
+        if h.view("analyse")["state"] == "offered":
+            work(h, "analyse")
+            h.accept_result("analyse")
+    assert h.authority.mission_view()["state"] == "awaiting_approval"
+    h.submit(OWNER, "mission.request_changes", h.changes_payload("Add the tests."))
+    latest = notes_of(h).mission_package
+    assert latest is not None
+    appoint(h, latest.context_package_id)
+
+    (takeover,) = steps(h, [], coordinator_id=COORD2.id)
+    assert isinstance(takeover, TakeOver) and takeover.plan.answers == "initial"
+    (replan,) = steps(h, [takeover.plan], coordinator_id=COORD2.id)
+    assert isinstance(replan, NeedReplan)  # B's on_changes_requested answers it
+
+
+def test_a_change_request_its_predecessor_answered_is_not_answered_again(h: Harness) -> None:
+    single = JournaledPlan("initial", (PlannedItem("analyse", "Analyse the requirements"),))
+    for _ in range(3):
+        for step in steps(h, [single], packages=True):
+            take(h, step)
+        if h.view("analyse")["state"] == "offered":
+            work(h, "analyse")
+            h.accept_result("analyse")
+    h.submit(OWNER, "mission.request_changes", h.changes_payload("Add the tests."))
+    approval_id = h.authority.mission_view()["approval"]["approvalId"]
+    answer = JournaledPlan(approval_id, (PlannedItem("tests", "Add tests"),))
+    for step in steps(h, [single, answer], packages=True):
+        take(h, step)
+    package = handover(h, [single, answer])
+    assert package is not None
+    take(h, package)
+    appoint(h, package.record.context_package_id)
+
+    (takeover,) = steps(h, [], coordinator_id=COORD2.id)
+    assert isinstance(takeover, TakeOver) and takeover.plan.answers == approval_id
+    (offer,) = steps(h, [takeover.plan], coordinator_id=COORD2.id)
+    assert isinstance(offer, Offer) and offer.work_item_id == item_id("tests")

@@ -1,7 +1,8 @@
 """The Coordinator runtime's steps against the pure Group Authority (the harness stands where
 the gateway and the MissionWorkflow are): the Commands it signs for a plan, offers, reviews, a
 Work Proposal and the submission are ones the Authority accepts, and a Group moves to Approval
-with no other Command than the Worker's own."""
+with no other Command than the Worker's own. A replacement appointed from the hand-over package
+the first runtime published takes the Group to Approval without planning or authorizing."""
 
 from __future__ import annotations
 
@@ -24,11 +25,16 @@ from mwp.coordinator import (
 )
 from mwp.coordinator.journal import PlanJournal
 from mwp.coordinator.runtime import CoordinatorRuntime
+from mwp.core.group.api import RULES_CONTEXT
+from mwp.core.group.context_package import PUBLISH_KIND, PUBLISHED_KIND
+from mwp.core.trust.registry import Principal
 from mwp.core.wire.ed25519 import SigningKey
 from tests.unit.group.harness import (
     ARTIFACT_A,
     COORD,
+    COORD2,
     KEYS_VALID_FROM,
+    OWNER,
     W1,
     Harness,
     item_id,
@@ -41,9 +47,9 @@ CAPABILITY = ("acme.software.python", "2.1.0")  # what the harness's worker decl
 class PureLink:
     """A gateway link whose Commands the harness's Group Authority decides at once."""
 
-    def __init__(self, h: Harness) -> None:
+    def __init__(self, h: Harness, agent: Principal = COORD) -> None:
         self.h = h
-        self.session_epoch = h.sessions[COORD.id]
+        self.session_epoch = h.sessions[agent.id]
         self.sent: list[dict[str, Any]] = []
 
     async def command(self, command: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -51,11 +57,12 @@ class PureLink:
         return list(self.h.send(dict(command)).events)
 
 
-def coordinator() -> Coordinator:
+def coordinator(agent: Principal = COORD) -> Coordinator:
+    key_id = "urn:example:key:" + agent.id.rsplit(":", 1)[-1]
     c = Coordinator(
-        COORD.id,
-        # The key the harness's Registry evidence (and First Admission) knows COORD by.
-        Identity(COORD, "urn:example:key:coordinator", SigningKey.generate(), KEYS_VALID_FROM),
+        agent.id,
+        # The key the harness's Registry evidence (and First Admission) knows the agent by.
+        Identity(agent, key_id, SigningKey.generate(), KEYS_VALID_FROM),
         card=CardInfo("urn:example:organization:acme", COORD, "Planner"),
         workers=[W1.id],
     )
@@ -141,7 +148,8 @@ async def test_the_runtime_takes_a_group_to_approval_with_the_authoritys_consent
     assert mission["submission"]["artifactHashes"] == [ARTIFACT_A]
     kinds = [c["kind"] for c in cast(PureLink, rt.link).sent]
     assert kinds.count("work.authorize") == 3 and kinds.count("work.accept_result") == 3
-    assert kinds[-1] == "mission.submit_for_approval"
+    # The submission, then the hand-over package that cites the last verification.
+    assert kinds[-2:] == ["mission.submit_for_approval", PUBLISH_KIND]
     assert all(c["actor"]["id"] == COORD.id for c in cast(PureLink, rt.link).sent)
 
 
@@ -189,3 +197,82 @@ async def test_a_question_is_answered_once_in_its_conversation_even_after_a_rest
         len([e for e in h.events if e["actor"]["id"] == COORD.id and e["kind"] == "message.posted"])
         == 1
     )
+
+
+def runtime_of(h: Harness, agent: Principal, journal: PlanJournal, lines: list[str]) -> Any:
+    return CoordinatorRuntime(
+        coordinator(agent),
+        cast(Any, PureLink(h, agent)),
+        journal,
+        report=lines.append,
+        clock=lambda: datetime.fromisoformat(h.now.replace("Z", "+00:00")),
+        id_of=lambda group, key: item_id(key),
+    )
+
+
+async def test_a_replacement_takes_over_from_the_latest_package_and_finishes_without_planning(
+    tmp_path: Path,
+) -> None:
+    h = mission_harness()
+    a_lines: list[str] = []
+    a = runtime_of(h, COORD, PlanJournal(tmp_path / "a"), a_lines)
+    await settle(a, h)
+    work(h, "analyse")
+    await settle(a, h)
+    assert h.view("analyse")["state"] == "verified" and h.view("build")["state"] == "offered"
+    packages = [e["payload"]["contextPackage"] for e in h.events if e["kind"] == PUBLISHED_KIND]
+    # One when the plan was authorized, one when "analyse" was verified; none on other ticks.
+    assert [p["version"] for p in packages] == [1, 2]
+    assert a.journal.handover(h.group_id).context_package_id == packages[-1]["contextPackageId"]
+    await settle(a, h)
+    assert len([e for e in h.events if e["kind"] == PUBLISHED_KIND]) == 2
+
+    latest = packages[-1]["contextPackageId"]
+    h.submit(
+        OWNER, "mission.assign_coordinator", {"agentId": COORD2.id, "contextPackageId": latest}
+    )
+    b_lines: list[str] = []
+    b_journal = PlanJournal(tmp_path / "b")
+    b = runtime_of(h, COORD2, b_journal, b_lines)
+
+    async def never(ctx: PlanningContext) -> Plan:
+        raise AssertionError("a replacement must not plan the Mission again")
+
+    b.coordinator.planner = never
+    await settle(b, h)
+    (line,) = [line for line in b_lines if "took over" in line]
+    assert f"from Context Package {latest}" in line and "Coordinator Epoch 2" in line
+    work(h, "build")
+    await settle(b, h)
+    assert h.view("build")["state"] == "verified"
+    # A restarted replacement reads its journal: it neither takes over nor plans again.
+    b = runtime_of(h, COORD2, b_journal, b_lines)
+    b.coordinator.planner = never
+    await settle(b, h)
+    assert len([line for line in b_lines if "took over" in line]) == 1
+
+    assert h.authority.mission_view()["state"] == "awaiting_approval"
+    sent = cast(PureLink, b.link).sent
+    assert "work.authorize" not in [c["kind"] for c in sent]
+    assert all(c["actor"]["id"] == COORD2.id for c in sent)
+    authorized = [e["workItemId"] for e in h.events if e["kind"] == "work.authorized"]
+    assert authorized == [item_id("analyse"), item_id("build")]  # each once, by A
+    await settle(a, h)  # the former Coordinator says so once and sends nothing
+    assert a_lines[-1].endswith("another Coordinator took over")
+
+
+async def test_a_group_that_refuses_hand_over_packages_is_still_coordinated(
+    tmp_path: Path,
+) -> None:
+    """Under rules from before Context Packages the Authority refuses every package: the
+    refusal is said once per package and holds up no offer."""
+    h = mission_harness()
+    h.rules = RULES_CONTEXT - 1
+    lines: list[str] = []
+    rt = runtime_of(h, COORD, PlanJournal(tmp_path), lines)
+    await settle(rt, h)
+    await settle(rt, h)
+    assert h.view("analyse")["state"] == "offered"
+    refused = [line for line in lines if "PublishHandover" in line]
+    assert len(refused) == 1, lines
+    assert not [e for e in h.events if e["kind"] == PUBLISHED_KIND]
