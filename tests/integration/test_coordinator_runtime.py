@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from temporalio import workflow
 
-from mwp.agent import CapabilityContext, CardInfo, Submission
+from mwp.agent import Agent, CapabilityContext, CardInfo, Submission
 from mwp.client import Identity, MwpClient, connect
 from mwp.client.missions import MissionClient, in_seconds
 from mwp.coordinator import (
@@ -35,7 +35,7 @@ from mwp.dev.stack import ensure_namespace
 from mwp.workers.agent import ensure_registered
 from mwp.workflows import patches
 from tests.histories import production_replayer
-from tests.integration.conftest import new_organization
+from tests.integration.conftest import Organization, new_organization
 from tests.integration.gateway_agents import (
     AGENTS_NAMESPACE,
     address_of,
@@ -109,9 +109,11 @@ async def coordinating(
         await task
 
 
-async def test_a_coordinator_sdk_runs_a_mission_to_approval_through_the_gateway(
+async def with_a_writer(
     mwp_client: MwpClient, tmp_path: Path
-) -> None:
+) -> tuple[Organization, Identity, Agent]:
+    """A new Organization, its MissionOwner, and a Worker whose one capability submits a
+    result naming its goal, with Evidence covering every criterion."""
     organization = await new_organization(mwp_client)
     owner = organization.identity("human", f"owner-{tmp_path.name[-8:]}")
     await organization.registry.register_binding(owner)
@@ -120,6 +122,14 @@ async def test_a_coordinator_sdk_runs_a_mission_to_approval_through_the_gateway(
     @writer.capability("mwp.dev.general", "1.0.0")
     async def write(ctx: CapabilityContext) -> Submission:
         return await covering_submission(ctx, f"done: {ctx.contract['goal']}".encode())
+
+    return organization, owner, writer
+
+
+async def test_a_coordinator_sdk_runs_a_mission_to_approval_through_the_gateway(
+    mwp_client: MwpClient, tmp_path: Path
+) -> None:
+    organization, owner, writer = await with_a_writer(mwp_client, tmp_path)
 
     coordinator = planner(organization.organization_id, writer.agent_id)
     for agent in (writer, coordinator.agent):
@@ -188,15 +198,8 @@ async def test_a_worker_new_to_the_group_starts_an_item_whose_dependency_was_ver
     change) was verified before: the offer's Context Package cites the Event that accepted
     the change, so the tester admits the item and starts it at once (MWP-MSN-012). Its
     AgentWorkflow history replays, and no longer does with the patch's check removed."""
-    organization = await new_organization(mwp_client)
-    owner = organization.identity("human", f"owner-{tmp_path.name[-8:]}")
-    await organization.registry.register_binding(owner)
-    writer = sample_agent(organization.organization_id, "Writer")
+    organization, owner, writer = await with_a_writer(mwp_client, tmp_path)
     tester = sample_agent(organization.organization_id, "Tester")
-
-    @writer.capability("mwp.dev.general", "1.0.0")
-    async def write(ctx: CapabilityContext) -> Submission:
-        return await covering_submission(ctx, f"done: {ctx.contract['goal']}".encode())
 
     @tester.capability("mwp.dev.general", "1.0.0")
     async def test(ctx: CapabilityContext) -> Submission:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mwp.agent import CapabilityContext, CardInfo, Submission
+from mwp.agent import CardInfo
 from mwp.client import Identity, MwpClient
 from mwp.client.missions import MissionClient, in_seconds
 from mwp.contracts.errors import RemoteMwpError
@@ -26,17 +26,14 @@ from mwp.core.wire.values import format_utc
 from mwp.dev.scenario import definition_of_done, mission_budget
 from mwp.dev.stack import ensure_namespace
 from mwp.workers.agent import ensure_registered
-from tests.integration.conftest import new_organization
 from tests.integration.gateway_agents import (
     AGENTS_NAMESPACE,
     address_of,
     agent_gateway,
-    covering_submission,
     gateway_runtime,
-    sample_agent,
 )
 from tests.integration.missions_helper import eventually, refused
-from tests.integration.test_coordinator_runtime import coordinating, planner
+from tests.integration.test_coordinator_runtime import coordinating, planner, with_a_writer
 
 KEYS = ("requirements", "change", "tests")
 
@@ -71,14 +68,7 @@ def replacement(organization_id: str, worker_id: str) -> Coordinator:
 async def test_a_replacement_coordinator_takes_over_from_the_latest_package_and_finishes(
     mwp_client: MwpClient, tmp_path: Path
 ) -> None:
-    organization = await new_organization(mwp_client)
-    owner = organization.identity("human", f"owner-{tmp_path.name[-8:]}")
-    await organization.registry.register_binding(owner)
-    writer = sample_agent(organization.organization_id, "Writer")
-
-    @writer.capability("mwp.dev.general", "1.0.0")
-    async def write(ctx: CapabilityContext) -> Submission:
-        return await covering_submission(ctx, f"done: {ctx.contract['goal']}".encode())
+    organization, owner, writer = await with_a_writer(mwp_client, tmp_path)
 
     a = planner(organization.organization_id, writer.agent_id)
     b = replacement(organization.organization_id, writer.agent_id)
