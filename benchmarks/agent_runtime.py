@@ -908,12 +908,18 @@ async def run(args: argparse.Namespace, state_dir: Path, out: Callable[[str], No
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """The workload's shape, shared with the floor (``benchmarks.work_item_floor``)."""
     parser.add_argument("--missions", type=int, default=20, help="Missions (one Group each)")
-    parser.add_argument("--agents", type=int, default=5, help="runtime agents in this process")
+    parser.add_argument("--agents", type=int, default=5, help="runtime agents")
     parser.add_argument("--slots", type=int, default=2, help="isolated slots per agent")
     parser.add_argument("--items-per-mission", type=int, default=5, help="WorkItems per Mission")
+    parser.add_argument("--lease-seconds", type=int, default=60, help="Execution Lease length")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_workload_arguments(parser)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds until failure")
     parser.add_argument(
         "--inbox-poll", type=float, default=0.5, help="agents' inbox poll interval, s (product)"
@@ -921,7 +927,6 @@ def main() -> None:
     parser.add_argument(
         "--coordinator-poll", type=float, default=0.2, help="Coordinator's log poll interval, s"
     )
-    parser.add_argument("--lease-seconds", type=int, default=60, help="Execution Lease length")
     parser.add_argument(
         "--direct",
         action="store_true",

@@ -73,7 +73,7 @@ from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from benchmarks.agent_runtime import percentile
+from benchmarks.agent_runtime import add_workload_arguments, percentile
 from benchmarks.group_commands import CpuMeter, versions
 from mwp.contracts.mission import MIRROR_BATCH_LIMIT
 from mwp.contracts.names import WORK_ITEM_STATE
@@ -730,11 +730,7 @@ def report(args: argparse.Namespace, outcome: Outcome) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--missions", type=int, default=20, help="Missions (one Group each)")
-    parser.add_argument("--items-per-mission", type=int, default=5, help="WorkItems per Mission")
-    parser.add_argument("--agents", type=int, default=5, help="agents")
-    parser.add_argument("--slots", type=int, default=2, help="slots per agent")
-    parser.add_argument("--lease-seconds", type=int, default=60, help="Execution Lease length")
+    add_workload_arguments(parser)
     parser.add_argument(
         "--one-at-a-time",
         action="store_true",
