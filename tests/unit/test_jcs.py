@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mwp.core.wire import jcs
 from mwp.core.wire.jcs import JcsDataModelError, canonicalize
 from mwp.core.wire.strict_json import JsonSyntaxError, OutOfRangeNumber, parse_bytes
 
@@ -140,3 +141,65 @@ def test_rfc8785_official_vector(protocol_root_path: Any) -> None:
     folder = protocol_root_path / "cryptography/vectors/canonicalization"
     value = parse_bytes((folder / "rfc8785-section-3.2.2-input.json").read_bytes())
     assert canonicalize(value) == (folder / "rfc8785-section-3.2.2.jcs").read_bytes()
+
+
+def _general_path(value: Any) -> bytes:
+    parts: list[str] = []
+    jcs._emit(value, parts)
+    return "".join(parts).encode("utf-8")
+
+
+# Member names and strings that stress the standard-form shortcut: escapes, controls, U+2028,
+# characters either side of the surrogate block, astral characters (UTF-16 pairs).
+tricky_text = st.text(
+    alphabet=st.sampled_from(
+        [
+            '"',
+            "\\",
+            "\x00",
+            "\x1f",
+            "\x7f",
+            "\u2028",
+            "\ud7ff",
+            "\ue000",
+            "\uffff",
+            "\U0001f600",
+            "a",
+            "é",
+        ]
+    )
+    | st.characters(exclude_categories=["Cs"]),
+    max_size=6,
+)
+standard_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53) - 2, max_value=2**53 + 2)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | tricky_text,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.tuples(children, children)
+        | st.dictionaries(tricky_text, children, max_size=5)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=1000)
+@given(standard_values)
+def test_the_standard_form_shortcut_writes_the_general_paths_bytes(value: Any) -> None:
+    assert canonicalize(value) == _general_path(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"\ue000": 1, "\U0001f600": 2},  # code points and UTF-16 code units order these apart
+        {"a": 2**53 + 1},
+        {"a": [1.5, 1e21]},
+    ],
+)
+def test_values_the_standard_form_would_get_wrong_take_the_general_path(value: Any) -> None:
+    assert not jcs._standard_form_is_canonical(value)
+    assert canonicalize(value) == _general_path(value)
