@@ -11,6 +11,7 @@ from typing import Any
 
 from mwp.activities.parent_charge import charge_parent
 from mwp.workflows.agent import AgentWorkflow
+from mwp.workflows.coordinator_decision import CoordinatorDecisionWorkflow
 from mwp.workflows.mission import MissionWorkflow
 from mwp.workflows.organization import OrganizationRegistryWorkflow
 from mwp.workflows.work_item import WorkItemWorkflow
@@ -25,5 +26,8 @@ ACTIVITIES: Sequence[Callable[..., Any]] = (charge_parent,)
 # ``mwp.workers.agent``).
 AGENT_WORKFLOWS: Sequence[type] = (AgentWorkflow,)
 
+# The workflow a Coordinator's process hosts on its own task queue (``mwp.workers.coordinator``).
+COORDINATOR_WORKFLOWS: Sequence[type] = (CoordinatorDecisionWorkflow,)
+
 # Every workflow type the product runs: what recorded histories replay against.
-ALL_WORKFLOWS: Sequence[type] = (*WORKFLOWS, *AGENT_WORKFLOWS)
+ALL_WORKFLOWS: Sequence[type] = (*WORKFLOWS, *AGENT_WORKFLOWS, *COORDINATOR_WORKFLOWS)

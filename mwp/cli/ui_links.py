@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
+from mwp.contracts.coordinator import DECISION_WORKFLOW_TYPE
 from mwp.contracts.mission import MISSION_WORKFLOW_TYPE, mission_workflow_id
 from mwp.contracts.names import GROUP_ID, MISSION_ID, MISSION_STATE, WORK_ITEM_STATE
 from mwp.contracts.work_item import WORK_ITEM_WORKFLOW_TYPE
@@ -73,6 +74,15 @@ def mission_links(
             else None
         ),
     )
+
+
+def decisions_url(ui_base: str, namespace: str, task_queue: str) -> str:
+    """A Coordinator's decisions: the decision workflows of its task queue, one per call of
+    one of its functions."""
+    query = (
+        f"{equals('WorkflowType', DECISION_WORKFLOW_TYPE)} AND {equals('TaskQueue', task_queue)}"
+    )
+    return workflows_url(ui_base, namespace, query)
 
 
 def missions_url(ui_base: str, namespace: str, state: str | None = None) -> str:

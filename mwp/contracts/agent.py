@@ -54,8 +54,9 @@ _QUEUE_SAFE = re.compile(r"[^A-Za-z0-9._:/@+=-]")
 _MAX_QUEUE_NAME = 200
 
 
-def agent_task_queue(agent_id: str) -> str:
-    """The task queue of ``agent_id``'s worker: ``mwp-agent/<agent id>``.
+def agent_task_queue(agent_id: str, prefix: str = AGENT_TASK_QUEUE_PREFIX) -> str:
+    """The task queue of ``agent_id``'s worker: ``mwp-agent/<agent id>`` (``prefix`` names
+    another of the agent's queues, e.g. a Coordinator's).
 
     Characters outside a conservative set are replaced by ``_``; because that (or truncating
     a very long ID) could make two IDs share a name, such names end with ``~`` and 16 hex
@@ -64,7 +65,7 @@ def agent_task_queue(agent_id: str) -> str:
     if not isinstance(agent_id, str) or not agent_id:
         raise ValueError("agent_id must be a non-empty string")
     safe = _QUEUE_SAFE.sub("_", agent_id)
-    name = AGENT_TASK_QUEUE_PREFIX + safe
+    name = prefix + safe
     if safe != agent_id or len(name) > _MAX_QUEUE_NAME:
         digest = hashlib.sha256(agent_id.encode("utf-8")).hexdigest()[:16]
         name = f"{name[: _MAX_QUEUE_NAME - 17]}~{digest}"

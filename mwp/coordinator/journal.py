@@ -16,53 +16,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mwp.coordinator.declaration import ChildMission, PlannedItem
+from mwp.coordinator.codec import item_json as _item_json
+from mwp.coordinator.codec import item_of as _item
 from mwp.coordinator.reconcile import JournaledPlan, PackageRecord
 
 Json = dict[str, Any]
-
-
-def _item_json(item: PlannedItem) -> Json:
-    return {
-        "key": item.key,
-        "goal": item.goal,
-        "criteria": list(item.criteria),
-        "dependsOn": list(item.depends_on),
-        "capability": list(item.capability),
-        "budget": dict(item.budget) if item.budget is not None else None,
-        "candidates": list(item.candidates),
-        "deadlineHours": item.deadline_hours,
-        "reassignTo": list(item.reassign_to),
-        "child": {
-            "objective": item.child.objective,
-            "coordinator": item.child.coordinator,
-            "definitionOfDone": list(item.child.definition_of_done),
-        }
-        if item.child is not None
-        else None,
-    }
-
-
-def _item(value: Json) -> PlannedItem:
-    capability = value["capability"]
-    return PlannedItem(
-        value["key"],
-        value["goal"],
-        tuple(value["criteria"]),
-        tuple(value["dependsOn"]),
-        (str(capability[0]), str(capability[1])),
-        value["budget"],
-        tuple(value["candidates"]),
-        float(value["deadlineHours"]),
-        tuple(value.get("reassignTo", ())),  # absent from journals written before it
-        _child(value.get("child")),
-    )
-
-
-def _child(value: Json | None) -> ChildMission | None:
-    if value is None:
-        return None
-    return ChildMission(value["objective"], value["coordinator"], tuple(value["definitionOfDone"]))
 
 
 class PlanJournal:

@@ -6,8 +6,10 @@ its Session), subscribes to every Group it is a Member of, and keeps each Group'
 the pure Group Authority following the signed Events the gateway delivers (so the Mission and
 WorkItem views it decides on are exactly what the Authority decided). Whenever a Group moves,
 and every ``TICK_SECONDS``, it asks :func:`~mwp.coordinator.reconcile.next_steps` what is due
-and takes those steps: calls the Coordinator's functions, journals plans, and signs and sends
-the Commands. It then waits until the log shows a step's Events before deciding that Group
+and takes those steps: asks for the decisions of the Coordinator's functions (each call one
+decision, :mod:`mwp.coordinator.decisions`: a Temporal activity under ``mwp coordinator run``,
+applied only under the Coordinator Epoch it was taken under), journals plans, and signs and
+sends the Commands. It then waits until the log shows a step's Events before deciding that Group
 again. A Command the Authority refuses is reported and decided again at the next change; a
 Group whose Coordinator is now another agent (``AUTH_STALE_COORDINATOR``) is left alone.
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,17 +38,19 @@ from mwp.client.review import (
     review_record,
     signed_approval,
 )
-from mwp.contracts.errors import RemoteMwpError
-from mwp.coordinator.declaration import (
-    ChangesContext,
-    Coordinator,
-    MessageContext,
-    Plan,
-    PlanningContext,
-    ProposalContext,
-    Review,
-    ReviewContext,
+from mwp.contracts.coordinator import (
+    ON_CHANGES_REQUESTED,
+    ON_MESSAGE,
+    ON_PROPOSAL,
+    PLAN,
+    REVIEW,
+    CoordinatorDecision,
+    DecisionPolicy,
 )
+from mwp.contracts.errors import RemoteMwpError
+from mwp.coordinator import codec
+from mwp.coordinator.decisions import CurrentLink, DecisionFailedError, Decisions
+from mwp.coordinator.declaration import Coordinator, Plan, Review, ReviewContext
 from mwp.coordinator.journal import PlanJournal
 from mwp.coordinator.performance import RULE as PERFORMANCE_RULE
 from mwp.coordinator.performance import PerformanceRecords
@@ -157,8 +161,14 @@ class CoordinatorRuntime:
         report: Callable[[str], None] = print,
         clock: Callable[[], datetime] = _now,
         id_of: IdOf = work_item_id,
+        decisions: Decisions,
+        policy: DecisionPolicy | None = None,
     ) -> None:
         self.coordinator = coordinator
+        # How its functions are called: each call a decision (mwp.coordinator.decisions).
+        self.decisions = decisions
+        self.policy = policy or DecisionPolicy()
+        self._stop = asyncio.Event()
         self.id_of = id_of  # how a plan key names its WorkItem
         self.link = link
         self.journal = journal
@@ -213,6 +223,7 @@ class CoordinatorRuntime:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop`` or the link closes."""
+        self._stop = stop
         self.link.listener = self.take
         await self.link.subscribe([{"groupId": MEMBER_GROUPS, "afterSequence": 0}])
         while not stop.is_set() and not self.link.closed.is_set():
@@ -283,6 +294,13 @@ class CoordinatorRuntime:
             except MwpError as error:
                 self.report(f"Mission {mission['missionId']}: {_name(step)}: {error.message}")
                 return
+            except DecisionFailedError as error:
+                self.report(f"Mission {mission['missionId']}: {error}; nothing of it applied")
+                return  # asked again (a new run of the same decision) at the next change
+            except (_Abandoned, StaleDecisionError) as error:
+                if isinstance(error, StaleDecisionError):
+                    self.report(f"Mission {mission['missionId']}: {error}")
+                return
             except Exception:
                 log.exception("the Coordinator's %s failed", _name(step))
                 self.report(f"Mission {mission['missionId']}: {_name(step)} failed (see the log)")
@@ -300,7 +318,8 @@ class CoordinatorRuntime:
                 raise MwpError(
                     ErrorCode.INVALID_COMMAND, "the Coordinator declares no plan function"
                 )
-            plan = await coordinator.planner(PlanningContext(mission))
+            key = str(mission["missionId"])
+            plan = codec.plan_of(await self._decide(group, PLAN, key, codec.planning(mission)))
             self.journal.add(group.group_id, JournaledPlan("initial", tuple(plan.items)))
             self.report(f"Mission {mission['missionId']}: planned {len(plan.items)} WorkItems")
             self.changed.set()
@@ -311,17 +330,17 @@ class CoordinatorRuntime:
         elif isinstance(step, PublishHandover):
             await self._publish_handover(group, step)
         elif isinstance(step, NeedReplan):
-            context = ChangesContext(
-                mission, str(step.approval.get("comments", "")), list(group.items().values())
-            )
+            reason = str(step.approval.get("comments", ""))
             plan = Plan([])
             if coordinator.replanner is not None:
-                plan = await coordinator.replanner(context)
+                context = codec.changes(mission, reason, list(group.items().values()))
+                key = str(step.approval["approvalId"])
+                plan = codec.plan_of(await self._decide(group, ON_CHANGES_REQUESTED, key, context))
             self.journal.add(
                 group.group_id, JournaledPlan(str(step.approval["approvalId"]), tuple(plan.items))
             )
             self.report(
-                f"Mission {mission['missionId']}: changes requested ({context.reason!r}); "
+                f"Mission {mission['missionId']}: changes requested ({reason!r}); "
                 f"{len(plan.items)} more WorkItems"
             )
             self.changed.set()
@@ -329,7 +348,11 @@ class CoordinatorRuntime:
             proposal = step.proposal
             answer = None
             if coordinator.proposals is not None:
-                answer = await coordinator.proposals(ProposalContext(mission, proposal))
+                context = codec.proposal(mission, proposal)
+                key = str(proposal["proposalId"])
+                answer = codec.proposal_answer_of(
+                    await self._decide(group, ON_PROPOSAL, key, context)
+                )
             items = (answer,) if answer is not None else ()
             self.journal.add(
                 group.group_id, JournaledPlan(str(proposal["proposalId"]), items, proposal=True)
@@ -400,7 +423,9 @@ class CoordinatorRuntime:
             if message["messageId"] not in answered:
                 work_item = by_conversation.get(event.get("conversationId"))
                 try:
-                    reply = await answerer(MessageContext(mission, message, work_item))
+                    context = codec.message(mission, message, work_item)
+                    key = str(message["messageId"])
+                    reply = codec.reply_of(await self._decide(group, ON_MESSAGE, key, context))
                     if reply:
                         await self._send(
                             group,
@@ -411,6 +436,11 @@ class CoordinatorRuntime:
                             },
                             conversation_id=event.get("conversationId"),
                         )
+                except _Abandoned:
+                    return
+                except (DecisionFailedError, StaleDecisionError) as error:
+                    self.report(f"Mission {mission['missionId']}: {error}")
+                    return  # asked again at the next change
                 except Exception:
                     log.exception("the Coordinator's on_message failed")
                     self.report(f"Mission {mission['missionId']}: on_message failed (see the log)")
@@ -474,9 +504,14 @@ class CoordinatorRuntime:
                 for c in view["contract"]["acceptanceCriteria"]
             },
         )
-        reviewer = self.coordinator.reviewer
-        if reviewer is not None:
-            verdict = await reviewer(context)
+        if self.coordinator.reviewer is not None:
+            # One review per submission: the item, its Ownership Epoch, when it was submitted.
+            submitted = (view.get("submission") or {}).get("submittedAt")
+            key = f"{work_item_id}@{view.get('ownershipEpoch')}@{submitted}"
+            answer = await self._decide(
+                group, REVIEW, key, codec.review(mission, view, context.evidence)
+            )
+            verdict = codec.review_of(answer)
         elif context.evidence_covers_every_criterion:
             verdict = Review.accept()
         else:
@@ -499,6 +534,52 @@ class CoordinatorRuntime:
         payload = rejection_payload(view, verdict.comments, dict.fromkeys(failed, "failed"))
         await self._send(group, "work.fail", payload, work_item_id=work_item_id)
         self.report(f"Mission {mission['missionId']}: rejected {goal!r}: {verdict.comments}")
+
+    async def _decide(self, group: GroupProjection, handler: str, key: str, context: Json) -> Json:
+        """One call of the Coordinator's ``handler``, taken as a decision under the Coordinator
+        Epoch this runtime holds the Group with (its ID derives from that epoch and ``key``:
+        asked again, the same decision answers). The answer is used only while that epoch is
+        still this Coordinator's: one taken under an earlier epoch is not applied to a later
+        one (its Commands would carry the new epoch)."""
+        epoch = self._held_epoch(group)
+        if epoch is None:
+            raise StaleDecisionError(f"{handler}: this Coordinator no longer holds the Group")
+        decision = CoordinatorDecision(
+            group.group_id, self.coordinator.agent_id, epoch, handler, key, context, self.policy
+        )
+        answer = await self._unless_stopped(self.decisions.decide(decision))
+        now = self._held_epoch(group)
+        if now != epoch:
+            raise StaleDecisionError(
+                f"{handler} decided under Coordinator Epoch {epoch}, not applied under "
+                + (f"Coordinator Epoch {now}" if now is not None else "another Coordinator")
+            )
+        return answer
+
+    def _held_epoch(self, group: GroupProjection) -> int | None:
+        """The Coordinator Epoch of this Coordinator's lease of the Group (None: another's)."""
+        lease = group.authority.epochs_of(self.coordinator.agent_id)["coordinator"] or {}
+        if lease.get("agentId") != self.coordinator.agent_id:
+            return None
+        return int(lease["coordinatorEpoch"])
+
+    async def _unless_stopped(self, deciding: Awaitable[Json]) -> Json:
+        """``deciding``'s answer, or :class:`_Abandoned` once the runtime stops or its link
+        closes first: the decision goes on without it, and the next runtime asks for it again
+        and gets its answer."""
+        task = asyncio.ensure_future(deciding)
+        ends = [asyncio.ensure_future(e.wait()) for e in (self._stop, self.link.closed)]
+        try:
+            await asyncio.wait([task, *ends], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for end in ends:
+                end.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            raise _Abandoned
+        return task.result()
 
     async def _send(
         self,
@@ -531,6 +612,14 @@ class CoordinatorRuntime:
             group.awaiting = max(group.awaiting, int(events[-1]["sequence"]))
 
 
+class StaleDecisionError(Exception):
+    """A decision taken under a Coordinator Epoch this Coordinator no longer holds."""
+
+
+class _Abandoned(Exception):  # noqa: N818 (not an error: the runtime stopped while deciding)
+    """The runtime stopped, or its link closed, while a decision was being taken."""
+
+
 def _name(step: Step) -> str:
     return type(step).__name__
 
@@ -557,15 +646,25 @@ async def run_coordinator(
     *,
     report: Callable[[str], None] = print,
     on_ready: Callable[[CoordinatorRuntime], None] | None = None,
+    decisions: Decisions,
+    current: CurrentLink | None = None,
+    policy: DecisionPolicy | None = None,
 ) -> None:
-    """Coordinate through the gateway until ``stop``, connecting again after a lost link."""
+    """Coordinate through the gateway until ``stop``, connecting again after a lost link.
+    ``decisions`` calls the Coordinator's functions (``mwp.workers.coordinator`` runs each
+    as a Temporal activity); ``current`` is kept pointing at the live link, through which
+    those calls read Artifacts."""
     slug = coordinator.agent_id.rsplit(":", 1)[-1]
     journal = PlanJournal(state_dir / "coordinator" / slug / "plans")
     first = True
     while not stop.is_set():
         try:
             async with GatewayLink.open(settings, coordinator.agent) as link:
-                runtime = CoordinatorRuntime(coordinator, link, journal, report=report)
+                if current is not None:
+                    current.link = link
+                runtime = CoordinatorRuntime(
+                    coordinator, link, journal, report=report, decisions=decisions, policy=policy
+                )
                 if on_ready is not None and first:
                     on_ready(runtime)
                 first = False

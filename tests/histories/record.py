@@ -7,6 +7,11 @@ that server holds, and keeps one example of each shape :func:`select` names in
 ``tests/histories/RELEASE/``. Record with the code of the release being recorded, before
 changing any workflow; never edit a recorded history (the replay test exists to read old ones
 exactly as they were).
+
+A workflow type added between releases is replay-guarded from the day it is added:
+``python -m tests.histories.record RELEASE --add SHAPE`` runs only that shape's source and
+writes its histories into the current release's folder, next to the ones recorded there,
+never over one (``LATER_SHAPES``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from mwp.contracts.coordinator import DECISION_WORKFLOW_TYPE as DECISION_TYPE
 from mwp.contracts.mission import CHARGE_PARENT
 from mwp.contracts.mission import UPDATE_CHILD_USAGE as UPDATE
 from tests.histories import HISTORIES
@@ -40,6 +46,8 @@ SOURCES = (
     # A child Mission's usage charged to its parent (from 0.6.0: the charge_parent activity
     # in the child, the child_usage Update in the parent).
     "tests/integration/test_child_usage.py",
+    # A Coordinator's decisions (from 0.7.0, added after its release: LATER_SHAPES).
+    "tests/integration/test_coordinator_decisions.py",
 )
 EXPORT_FILE = "export.jsonl"
 
@@ -109,12 +117,43 @@ def _runs_in_order(runs: list[Run]) -> list[Run]:
     return ordered
 
 
-def select(runs: Iterable[Run]) -> dict[str, Run]:
-    """One example of each shape the replay test must keep covering, by name."""
+def _chains(runs: Iterable[Run]) -> dict[str, list[Run]]:
+    """Each workflow's runs, first to last, by workflow ID."""
     workflows: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         workflows[run["workflowId"]].append(run)
-    chains = {wid: _runs_in_order(rs) for wid, rs in workflows.items()}
+    return {wid: _runs_in_order(rs) for wid, rs in workflows.items()}
+
+
+def _kept(prefix: str, chain: list[Run]) -> dict[str, Run]:
+    """A chain's runs by name; a run the server had not yet given a first workflow task
+    decided nothing, and the Replayer would wait forever for its first local activity."""
+    return {
+        f"{prefix}.run-{number}": run
+        for number, run in enumerate(chain, start=1)
+        if _has(run, "WORKFLOW_TASK_COMPLETED")
+    }
+
+
+def decision_shapes(chains: dict[str, list[Run]]) -> dict[str, Run]:
+    """A Coordinator's decision that completed, and one that failed every attempt."""
+    decisions = [c for c in chains.values() if c and c[0]["workflowType"] == DECISION_TYPE]
+    chosen: dict[str, Run] = {}
+    for status in ("COMPLETED", "FAILED"):
+        if ended := _ended(decisions, status):
+            chosen.update(_kept(f"coordinator-decision-{status.lower()}", ended))
+    return chosen
+
+
+# Shapes of workflow types added after a release (``--add``): their source, their selection.
+LATER_SHAPES: dict[str, tuple[str, Callable[[dict[str, list[Run]]], dict[str, Run]]]] = {
+    "coordinator-decision": ("tests/integration/test_coordinator_decisions.py", decision_shapes),
+}
+
+
+def select(runs: Iterable[Run]) -> dict[str, Run]:
+    """One example of each shape the replay test must keep covering, by name."""
+    chains = _chains(runs)
 
     def of_type(name: str) -> list[list[Run]]:
         return [c for c in chains.values() if c and c[0]["workflowType"] == name]
@@ -128,11 +167,7 @@ def select(runs: Iterable[Run]) -> dict[str, Run]:
     chosen: dict[str, Run] = {}
 
     def keep(prefix: str, chain: list[Run]) -> None:
-        for number, run in enumerate(chain, start=1):
-            # A run the server had not yet given a first workflow task decided nothing, and
-            # the Replayer would wait forever for its first local activity.
-            if _has(run, "WORKFLOW_TASK_COMPLETED"):
-                chosen[f"{prefix}.run-{number}"] = run
+        chosen.update(_kept(prefix, chain))
 
     keep("mission-continued", longest("MissionWorkflow", lambda c: len(c) >= 3))
     keep(
@@ -165,6 +200,7 @@ def select(runs: Iterable[Run]) -> dict[str, Run]:
     keep("registry-continued", longest("OrganizationRegistryWorkflow", lambda c: len(c) >= 2))
     keep("registry-of-missions", longest("OrganizationRegistryWorkflow", lambda c: len(c) == 1))
     keep("agent-rollover", longest("AgentWorkflow", lambda c: len(c) >= 2))
+    chosen.update(decision_shapes(chains))
     return chosen
 
 
@@ -185,11 +221,20 @@ def scrubbed(value: Any) -> Any:
     return value
 
 
-def write(chosen: dict[str, Run], release: str) -> Path:
+def write(chosen: dict[str, Run], release: str, *, adding: bool = False) -> Path:
+    """``chosen`` into the release's new folder (or, ``adding``, into its existing one, next
+    to what is there and never over it)."""
     folder = HISTORIES / release
-    if folder.exists():
+    if adding:
+        if not folder.is_dir():
+            raise SystemExit(f"{folder} does not exist: record the release first")
+        if clash := sorted(n for n in chosen if (folder / f"{n}.json").exists()):
+            raise SystemExit(f"{folder} already holds {', '.join(clash)}: recorded once")
+        if not chosen:
+            raise SystemExit("nothing of that shape was recorded")
+    elif folder.exists():
         raise SystemExit(f"{folder} exists: a release's histories are recorded once")
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=adding)
     for name, run in sorted(chosen.items()):
         document = {
             "workflowType": run["workflowType"],
@@ -203,13 +248,21 @@ def write(chosen: dict[str, Run], release: str) -> Path:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("release", help="the release these histories come from, e.g. 0.1.0")
+    parser.add_argument(
+        "--add",
+        choices=sorted(LATER_SHAPES),
+        help="record only this shape of a workflow type added after the release, into its folder",
+    )
     args = parser.parse_args(argv)
+    sources = [LATER_SHAPES[args.add][0]] if args.add else list(SOURCES)
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "MWP_RECORD_HISTORIES": tmp}
-        subprocess.run([sys.executable, "-m", "pytest", "-q", *SOURCES], env=env, check=False)
+        subprocess.run([sys.executable, "-m", "pytest", "-q", *sources], env=env, check=False)
         lines = (Path(tmp) / EXPORT_FILE).read_text("utf-8").splitlines()
-        folder = write(select(json.loads(line) for line in lines), args.release)
-    print(f"recorded {len(list(folder.glob('*.json')))} histories in {folder}")
+        runs = [json.loads(line) for line in lines]
+        chosen = LATER_SHAPES[args.add][1](_chains(runs)) if args.add else select(runs)
+        folder = write(chosen, args.release, adding=bool(args.add))
+    print(f"recorded {len(chosen)} histories in {folder}")
 
 
 if __name__ == "__main__":

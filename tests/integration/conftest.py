@@ -51,6 +51,12 @@ def stack_log_location() -> str:
     return location
 
 
+def stack_address() -> str:
+    """The session dev server's Temporal address (for runtimes a test starts)."""
+    address: str = _STACK["address"]
+    return address
+
+
 @pytest.fixture(scope="session")
 def temporal_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundStack]:
     existing = os.environ.get("MWP_TEST_TEMPORAL_ADDRESS")
@@ -62,7 +68,11 @@ def temporal_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backgro
         dynamic_config=TEST_DYNAMIC_CONFIG,
     )
     stack = BackgroundStack(config).start()
-    _STACK.update(keyring=AuthorityKeyring.in_state_dir(config.state_dir), log=config.log_location)
+    _STACK.update(
+        keyring=AuthorityKeyring.in_state_dir(config.state_dir),
+        log=config.log_location,
+        address=stack.address,
+    )
     try:
         yield stack
     finally:

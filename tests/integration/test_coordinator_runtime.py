@@ -18,6 +18,7 @@ from temporalio import workflow
 from mwp.agent import Agent, CapabilityContext, CardInfo, Submission
 from mwp.client import Identity, MwpClient, connect
 from mwp.client.missions import MissionClient, in_seconds
+from mwp.contracts.coordinator import DecisionPolicy
 from mwp.coordinator import (
     ChangesContext,
     Coordinator,
@@ -28,14 +29,15 @@ from mwp.coordinator import (
     ReviewContext,
 )
 from mwp.coordinator.reconcile import work_item_id
-from mwp.coordinator.runtime import CoordinatorRuntime, run_coordinator
+from mwp.coordinator.runtime import CoordinatorRuntime
 from mwp.core.trust.registry import Principal
 from mwp.dev.scenario import definition_of_done, mission_budget
 from mwp.dev.stack import ensure_namespace
 from mwp.workers.agent import ensure_registered
+from mwp.workers.coordinator import run_coordinator_worker
 from mwp.workflows import patches
 from tests.histories import production_replayer
-from tests.integration.conftest import Organization, new_organization
+from tests.integration.conftest import Organization, new_organization, stack_address
 from tests.integration.gateway_agents import (
     AGENTS_NAMESPACE,
     address_of,
@@ -89,13 +91,30 @@ def planner(organization_id: str, worker_id: str) -> Coordinator:
 
 @contextlib.asynccontextmanager
 async def coordinating(
-    coordinator: Coordinator, settings: Any, folder: Path, lines: list[str]
+    coordinator: Coordinator,
+    settings: Any,
+    folder: Path,
+    lines: list[str],
+    *,
+    policy: DecisionPolicy | None = None,
 ) -> AsyncIterator[CoordinatorRuntime]:
+    """``coordinator`` run as `mwp coordinator run` runs it: through the gateway ``settings``
+    name, its functions run as activities of decision workflows in the agents' namespace."""
     stop = asyncio.Event()
     ready: asyncio.Future[CoordinatorRuntime] = asyncio.get_running_loop().create_future()
+    agents = await connect(stack_address(), AGENTS_NAMESPACE)
+    await ensure_namespace(agents.temporal.service_client, AGENTS_NAMESPACE)
     task = asyncio.create_task(
-        run_coordinator(
-            coordinator, settings, folder, stop, report=lines.append, on_ready=ready.set_result
+        run_coordinator_worker(
+            coordinator,
+            settings,
+            folder,
+            stop,
+            address=stack_address(),
+            namespace=AGENTS_NAMESPACE,
+            report=lines.append,
+            on_ready=ready.set_result,
+            policy=policy,
         )
     )
     try:

@@ -22,4 +22,8 @@ def test_the_readme_coordinator_takes_a_mission_to_approval(shell: Shell) -> Non
     assert "planned 2 WorkItems" in coordinator_log
     assert len(re.findall(r"accepted '(Outline|Draft): Ship the report'", coordinator_log)) == 2
     assert "submitted for Approval" in coordinator_log
+    # Its functions ran as decision workflows on its task queue in the agents' namespace.
+    assert "task queue mwp-coordinator/urn:mwp:agent:planner" in coordinator_log
+    assert "namespace mwp-agents" in coordinator_log
+    assert "CoordinatorDecisionWorkflow" in coordinator_log  # the Temporal UI link
     assert "Traceback" not in coordinator_log

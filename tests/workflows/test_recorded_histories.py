@@ -16,6 +16,7 @@ def test_each_workflow_type_has_recorded_histories() -> None:
         "WorkItemWorkflow",
         "OrganizationRegistryWorkflow",
         "AgentWorkflow",
+        "CoordinatorDecisionWorkflow",
     } <= recorded
 
 

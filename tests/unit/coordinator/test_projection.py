@@ -11,6 +11,7 @@ from mwp.coordinator import Coordinator
 from mwp.coordinator.journal import PlanJournal
 from mwp.coordinator.runtime import CoordinatorRuntime
 from mwp.core.trust.registry import Principal
+from tests.unit.coordinator.test_runtime_steps import in_process
 from tests.unit.group.harness import W1, mission_harness
 
 
@@ -21,7 +22,13 @@ def runtime(lines: list[str], tmp: Any) -> CoordinatorRuntime:
         Identity.generate(Principal("agent", agent_id)),
         card=CardInfo("urn:mwp:organization:acme", Principal("human", "urn:mwp:human:ada"), "P"),
     )
-    return CoordinatorRuntime(coordinator, cast(Any, None), PlanJournal(tmp), report=lines.append)
+    return CoordinatorRuntime(
+        coordinator,
+        cast(Any, None),
+        PlanJournal(tmp),
+        report=lines.append,
+        decisions=in_process(coordinator),
+    )
 
 
 def test_the_projection_follows_the_log_to_the_authoritys_own_views(tmp_path: Any) -> None:

@@ -6,6 +6,7 @@ the first runtime published takes the Group to Approval without planning or auth
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from mwp.coordinator import (
     Review,
     ReviewContext,
 )
+from mwp.coordinator.decisions import Handlers, InProcessDecisions
 from mwp.coordinator.journal import PlanJournal
 from mwp.coordinator.runtime import CoordinatorRuntime
 from mwp.core.group.api import RULES_CONTEXT
@@ -51,6 +53,7 @@ class PureLink:
         self.h = h
         self.session_epoch = h.sessions[agent.id]
         self.sent: list[dict[str, Any]] = []
+        self.closed = asyncio.Event()
 
     async def command(self, command: Mapping[str, Any]) -> list[dict[str, Any]]:
         self.sent.append(dict(command))
@@ -94,6 +97,16 @@ def coordinator(agent: Principal = COORD) -> Coordinator:
     return c
 
 
+def in_process(c: Coordinator) -> InProcessDecisions:
+    """The functions called in the test's task: no Temporal here (the integration tests run
+    them as activities)."""
+
+    async def no_artifacts(group_id: str, digest: str) -> bytes:
+        raise AssertionError("the harness serves no Artifacts")
+
+    return InProcessDecisions(Handlers(c, no_artifacts))
+
+
 async def settle(rt: CoordinatorRuntime, h: Harness) -> None:
     """Let the runtime follow the log and decide until it has nothing more to do."""
     for _ in range(20):
@@ -117,13 +130,15 @@ async def test_the_runtime_takes_a_group_to_approval_with_the_authoritys_consent
 ) -> None:
     h = mission_harness()
     lines: list[str] = []
+    c = coordinator()
     rt = CoordinatorRuntime(
-        coordinator(),
+        c,
         cast(Any, PureLink(h)),
         PlanJournal(tmp_path),
         report=lines.append,
         clock=lambda: datetime.fromisoformat(h.now.replace("Z", "+00:00")),
         id_of=lambda group, key: item_id(key),
+        decisions=in_process(c),
     )
     await settle(rt, h)
     analyse = item_id("analyse")
@@ -160,13 +175,15 @@ async def test_a_question_is_answered_once_in_its_conversation_even_after_a_rest
     journal = PlanJournal(tmp_path)
 
     def fresh() -> CoordinatorRuntime:
+        c = coordinator()
         return CoordinatorRuntime(
-            coordinator(),
+            c,
             cast(Any, PureLink(h)),
             journal,
             report=lambda line: None,
             clock=lambda: datetime.fromisoformat(h.now.replace("Z", "+00:00")),
             id_of=lambda group, key: item_id(key),
+            decisions=in_process(c),
         )
 
     await settle(fresh(), h)
@@ -200,13 +217,15 @@ async def test_a_question_is_answered_once_in_its_conversation_even_after_a_rest
 
 
 def runtime_of(h: Harness, agent: Principal, journal: PlanJournal, lines: list[str]) -> Any:
+    c = coordinator(agent)
     return CoordinatorRuntime(
-        coordinator(agent),
+        c,
         cast(Any, PureLink(h, agent)),
         journal,
         report=lines.append,
         clock=lambda: datetime.fromisoformat(h.now.replace("Z", "+00:00")),
         id_of=lambda group, key: item_id(key),
+        decisions=in_process(c),
     )
 
 
