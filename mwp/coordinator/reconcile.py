@@ -42,11 +42,13 @@ In a child Mission whose MissionOwner is this Coordinator (it promoted the item)
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from mwp.contracts.command_size import MAX_COMMAND_BYTES, command_payload_bytes
 from mwp.coordinator.declaration import DEFAULT_CRITERIA, ChildMission, PlannedItem
 from mwp.coordinator.remaining_plan import (
     RemainingItem,
@@ -536,6 +538,9 @@ def _takeover(
 
 MAX_TEXT: Final = 4000  # the schema's bound on a decision, constraint or question
 MAX_SUMMARY: Final = 50_000
+# The largest package carrying a remaining plan: what a publish Command may carry, less room
+# for the Command's own members and the package's signature.
+MAX_PLAN_PACKAGE_BYTES: Final = MAX_COMMAND_BYTES - 16 * 1024
 
 
 def _cited(mission: Mapping[str, Any], items: Mapping[str, Mapping[str, Any]]) -> list[Json]:
@@ -568,7 +573,8 @@ def _plan_first(
     them (an item answering an open Work Proposal stays out: the proposal, open in the Group,
     is answered by whoever coordinates); else a package carrying them, or nothing while the
     log has not shown the one journaled last. A Group that refused a package authorizes as
-    before packages: it would refuse this one too."""
+    before packages: it would refuse this one too; so does a plan too large for one package
+    (a Command that could never be sent would hold the plan up for good)."""
     remaining = [
         RemainingItem(a.item.key, a.work_item_id, answers[a.item.key], a.contract, a.item.child)
         for a in due
@@ -582,7 +588,10 @@ def _plan_first(
         return []
     if refused is not None:
         return None
-    return [PublishHandover(_package(mission, items, published, remaining))]
+    package = _package(mission, items, published, remaining)
+    if command_payload_bytes(json.dumps(package, separators=(",", ":"))) > MAX_PLAN_PACKAGE_BYTES:
+        return None
+    return [PublishHandover(package)]
 
 
 def _handover(

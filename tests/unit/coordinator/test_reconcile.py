@@ -841,3 +841,15 @@ def test_a_malformed_remaining_plan_is_a_typed_error_and_is_taken_as_none(h: Har
     group.note({**h.events[-1], "payload": {"contextPackage": package}})
     assert group.notes().remaining_plan == ()
     assert group.notes().mission_package is not None  # the package itself is noted
+
+
+def test_a_plan_too_large_for_one_package_is_authorized_without_one(h: Harness) -> None:
+    """A package over what a Command may carry could never be published: the plan is then
+    authorized as in a Group that refuses packages, not held up for good."""
+    goal = "Translate one chapter of the manual. " * 20
+    large = JournaledPlan("initial", tuple(PlannedItem(f"chapter-{n}", goal) for n in range(300)))
+    due = steps(h, [large], packages=True)
+    assert len(due) == 300 and all(isinstance(s, Authorize) for s in due)
+    fits = JournaledPlan("initial", large.items[:30])
+    (planned,) = steps(h, [fits], packages=True)
+    assert isinstance(planned, PublishHandover)
