@@ -3,9 +3,10 @@
 A plan function may not give the same plan twice (a model, a person), so the runtime journals
 each plan before it authorizes the first item: after a restart it authorizes what is missing
 of the plan it made, never a second one. A Coordinator that took a Mission over journals the
-WorkItems it adopted the same way, so it never plans that Mission. The latest hand-over
-Context Package it published is noted too: until its log shows that package, a restarted
-runtime publishes no other. One JSON file per Group, replaced atomically.
+WorkItems it adopted the same way (with the contracts of those its predecessor's remaining plan
+gave), so it never plans that Mission. The latest hand-over Context Package it published is
+noted too: until its log shows that package, a restarted runtime publishes no other. One JSON
+file per Group, replaced atomically.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class PlanJournal:
                 tuple(_item(i) for i in p["items"]),
                 bool(p.get("proposal")),
                 tuple(p.get("adopted", ())),  # absent from journals written before it
+                tuple(p.get("contracts", ())),  # absent from journals written before it
             )
             for p in document["plans"]
         ]
@@ -68,7 +70,12 @@ class PlanJournal:
         value = self._document(group_id).get("handover")
         if value is None:
             return None
-        return PackageRecord(value["contextPackageId"], value["version"], tuple(value["eventIds"]))
+        return PackageRecord(
+            value["contextPackageId"],
+            value["version"],
+            tuple(value["eventIds"]),
+            tuple(value.get("remaining", ())),  # absent from journals written before it
+        )
 
     def hand_over(self, group_id: str, package: PackageRecord) -> None:
         document = self._document(group_id)
@@ -76,6 +83,7 @@ class PlanJournal:
             "contextPackageId": package.context_package_id,
             "version": package.version,
             "eventIds": list(package.event_ids),
+            "remaining": list(package.remaining),
         }
         self._write(group_id, document)
 
@@ -90,6 +98,7 @@ class PlanJournal:
                     "items": [_item_json(i) for i in p.items],
                     "proposal": p.proposal,
                     "adopted": list(p.adopted),
+                    "contracts": [dict(c) if c is not None else None for c in p.contracts],
                 }
                 for p in plans
             ],

@@ -24,11 +24,16 @@ taken (its Events not yet seen) is at worst refused by the Authority and asked a
 * ``SubmitMission`` once every planned item is ``verified``: their Artifacts, in plan order.
 * ``PublishHandover``: a Mission-wide Context Package, the next version of the Group's latest,
   whenever what it would cite changed (an item authorized or its contract changed, an item
-  verified), so a replacement can be appointed from it at any time (spec 7.2).
+  verified), so a replacement can be appointed from it at any time (spec 7.2). Before the first
+  ``Authorize`` of items no package carries yet, one carrying them as its remaining plan
+  (:mod:`~mwp.coordinator.remaining_plan`) is published on its own: the journal is this
+  Coordinator's alone, and a replacement must lose nothing it planned.
 * ``TakeOver`` instead of ``NeedPlan`` when this Coordinator was appointed to a Mission it did
   not plan (no journaled plan, a Coordinator Epoch above the founding one, WorkItems in the
-  Group): it adopts those WorkItems as its plan, and every step above then follows from their
-  state, so it reconciles them before it assigns anything new (MWP-MSN-005).
+  Group or a remaining plan in its latest package): it adopts those WorkItems and the items of
+  that remaining plan not authorized since as its plan, and every step above then follows from
+  their state, so it reconciles them before it assigns anything new (MWP-MSN-005): it
+  authorizes the adopted planned items under the IDs and contracts the package gives.
 
 In a child Mission whose MissionOwner is this Coordinator (it promoted the item),
 :func:`owner_steps` gives ``ApproveChild`` once the child Mission awaits Approval.
@@ -37,12 +42,19 @@ In a child Mission whose MissionOwner is this Coordinator (it promoted the item)
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from mwp.coordinator.declaration import DEFAULT_CRITERIA, PlannedItem
+from mwp.contracts.command_size import MAX_COMMAND_BYTES, command_payload_bytes
+from mwp.coordinator.declaration import DEFAULT_CRITERIA, ChildMission, PlannedItem
+from mwp.coordinator.remaining_plan import (
+    RemainingItem,
+    remaining_ids,
+    remaining_plan_extension,
+)
 from mwp.core.group.ids import derive_id, event_id
 from mwp.core.wire.values import format_utc, instant_to_datetime, parse_timestamp
 
@@ -69,26 +81,41 @@ class JournaledPlan:
     # Taken over, not planned: the WorkItem ID of each item, in order (an adopted item's key
     # names it only within this plan; its ID is not derived from it).
     adopted: tuple[str, ...] = ()
+    # Per adopted item, the Work Contract to authorize it with: an item of its predecessor's
+    # remaining plan; None for a WorkItem that was in the Group already.
+    contracts: tuple[Mapping[str, Any] | None, ...] = ()
 
 
 @dataclass(frozen=True)
 class PackageRecord:
-    """A Mission-wide Context Package: its ID, version and the Event IDs it cites."""
+    """A Mission-wide Context Package: its ID, version, the Event IDs it cites and the
+    WorkItem IDs of its remaining plan."""
 
     context_package_id: str
     version: int
     event_ids: tuple[str, ...] = ()
+    remaining: tuple[str, ...] = ()
+
+    def same_content(self, other: PackageRecord | None) -> bool:
+        """Whether ``other`` cites the same Events and carries the same remaining plan."""
+        return (
+            other is not None
+            and set(self.event_ids) == set(other.event_ids)
+            and self.remaining == other.remaining
+        )
 
 
 @dataclass(frozen=True)
 class LogNotes:
     """What the runtime notes of a Group's log beyond the views: the Context Package named
     by this Coordinator's appointment, the sequence of the latest change request, and the
-    latest Mission-wide Context Package published (the pure views keep none of them)."""
+    latest Mission-wide Context Package published and its remaining plan (the pure views keep
+    none of them)."""
 
     assigned_with: str | None = None
     changes_requested_at: int | None = None
     mission_package: PackageRecord | None = None
+    remaining_plan: tuple[RemainingItem, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,11 +193,17 @@ class PublishHandover:
 
     @property
     def record(self) -> PackageRecord:
-        return PackageRecord(
-            str(self.package["contextPackageId"]),
-            int(self.package["version"]),
-            tuple(self.package["sourceEventRange"]["eventIds"]),
-        )
+        return package_record(self.package)
+
+
+def package_record(package: Mapping[str, Any]) -> PackageRecord:
+    """What the runtime keeps of a Mission-wide package (a malformed remaining plan: none)."""
+    return PackageRecord(
+        str(package["contextPackageId"]),
+        int(package["version"]),
+        tuple(package["sourceEventRange"]["eventIds"]),
+        remaining_ids(package),
+    )
 
 
 Step = (
@@ -315,11 +348,13 @@ def next_steps(
     id_of: IdOf = work_item_id,
     notes: LogNotes = LogNotes(),
     journaled_package: PackageRecord | None = None,
+    refused_package: PackageRecord | None = None,
 ) -> list[Step]:
     """The steps due now for the Mission view ``mission`` and its WorkItem views ``items``
     (``id_of``: how a plan key names its WorkItem, :func:`work_item_id` unless told;
     ``notes``: what the runtime noted of the log; ``journaled_package``: the latest hand-over
-    package this Coordinator published, as its journal says)."""
+    package this Coordinator published, as its journal says; ``refused_package``: one the
+    Authority refused as it was, not proposed again)."""
     if mission.get("state") != "active":
         return []
     if (mission.get("coordinator") or {}).get("agentId") != coordinator_id:
@@ -356,12 +391,29 @@ def next_steps(
         for item, item_id in zip(plan.items, plan.adopted, strict=False)
     }
     ids.update(adopted)
+    contracts = {  # adopted from a remaining plan: authorized with the contract it gives
+        item.key: contract
+        for plan in plans
+        for item, contract in zip(plan.items, plan.contracts, strict=False)
+        if contract is not None
+    }
+    due: list[Authorize] = []
     for item in planned:
-        if ids[item.key] not in items and item.key not in adopted:
+        if ids[item.key] in items:
+            continue
+        if item.key in adopted:
+            if item.key not in contracts:
+                continue  # a WorkItem adopted from the Group, not in the views at hand
+            contract = dict(contracts[item.key])
+        else:
             contract = contract_of(item, group_id, now, id_of)
-            steps.append(Authorize(item, ids[item.key], contract, cites.get(item.key)))
-    if any(isinstance(s, Authorize) for s in steps):
-        return steps  # offer once the graph is whole
+        due.append(Authorize(item, ids[item.key], contract, cites.get(item.key)))
+    if due:  # offer once the graph is whole
+        answers = {item.key: plan.answers for plan in plans for item in plan.items}
+        first = _plan_first(
+            mission, items, due, answers, notes.mission_package, journaled_package, refused_package
+        )
+        return [*steps, *(first if first is not None else due)]
     verified = {i for i, view in items.items() if view.get("state") == "verified"}
 
     def ready(item: PlannedItem) -> bool:
@@ -400,7 +452,7 @@ def next_steps(
                     hashes.append(digest)
         steps.append(SubmitMission(tuple(hashes)))
     # Last: a package the Group refuses (rules from before packages) holds up no other step.
-    handover = _handover(mission, items, notes.mission_package, journaled_package)
+    handover = _handover(mission, items, notes.mission_package, journaled_package, refused_package)
     if handover is not None:
         steps.append(handover)
     return steps
@@ -420,45 +472,65 @@ def _authorized_at(view: Mapping[str, Any]) -> int:
     return int(stated[0]["sequence"]) if stated else 0
 
 
-def _adopted(view: Mapping[str, Any], keys: Mapping[str, str]) -> PlannedItem:
-    """A WorkItem another Coordinator authorized, as a planned item of this one: its goal,
-    criteria, dependencies, capability and budget are the contract's; it is offered to this
-    Coordinator's Workers."""
-    contract = view["contract"]
+def _adopted(
+    key: str, contract: Mapping[str, Any], keys: Mapping[str, str], child: ChildMission | None
+) -> PlannedItem:
+    """A WorkItem (or planned item) another Coordinator authorized (or planned), as a planned
+    item of this one: its goal, criteria, dependencies, capability and budget are the
+    contract's; it is offered to this Coordinator's Workers."""
     capability = contract["requiredCapabilities"][0]
     criteria = tuple(str(c["description"]) for c in contract.get("acceptanceCriteria") or [])
     return PlannedItem(
-        keys[str(view["workItemId"])],
+        key,
         str(contract["goal"]),
         criteria or DEFAULT_CRITERIA,
         tuple(keys.get(d) or adopted_key(d) for d in contract.get("dependencyWorkItemIds") or []),
         (str(capability["id"]), str(capability["version"])),
         dict(contract["budget"]) if contract.get("budget") else None,
+        child=child,
     )
 
 
 def _takeover(
     mission: Mapping[str, Any], items: Mapping[str, Mapping[str, Any]], notes: LogNotes
 ) -> TakeOver | None:
-    """A plan adopted from the Group, when this Coordinator was appointed after the Mission
-    was planned: planning again would authorize the same work twice."""
+    """A plan adopted from the Group and its latest package, when this Coordinator was
+    appointed after the Mission was planned: planning again would authorize the same work
+    twice, or lose what its predecessor decided."""
     epoch = int((mission.get("coordinator") or {}).get("coordinatorEpoch") or 1)
     live = [v for v in items.values() if v.get("state") != "cancelled"]
-    if epoch <= 1 or not live:
+    # What the predecessor authorized meanwhile is adopted from the Group, not again.
+    planned = [r for r in notes.remaining_plan if r.work_item_id not in items]
+    if epoch <= 1 or not (live or planned):
         return None  # the founding Coordinator, or nothing planned before it: it plans
     views = sorted(live, key=_authorized_at)
-    keys = {str(v["workItemId"]): adopted_key(str(v["workItemId"])) for v in views}
+    keys = {
+        item_id: adopted_key(item_id)
+        for item_id in [*(str(v["workItemId"]) for v in views), *(r.work_item_id for r in planned)]
+    }
     answers = "initial"
     approval = mission.get("approval") or {}
     requested = notes.changes_requested_at
     if (
         approval.get("decision") == "changes_requested"
         and requested is not None
-        and any(_authorized_at(v) > requested for v in views)
+        and (
+            any(_authorized_at(v) > requested for v in views)
+            or any(r.answers == approval["approvalId"] for r in planned)
+        )
     ):
         # The former Coordinator answered the change request already: its items are here.
         answers = str(approval["approvalId"])
-    plan = JournaledPlan(answers, tuple(_adopted(v, keys) for v in views), adopted=tuple(keys))
+    adopted = [
+        *(_adopted(keys[str(v["workItemId"])], v["contract"], keys, None) for v in views),
+        *(_adopted(keys[r.work_item_id], r.contract, keys, r.child) for r in planned),
+    ]
+    plan = JournaledPlan(
+        answers,
+        tuple(adopted),
+        adopted=tuple(keys),
+        contracts=(*(None for _ in views), *(r.contract for r in planned)),
+    )
     return TakeOver(plan, epoch, notes.assigned_with)
 
 
@@ -466,6 +538,9 @@ def _takeover(
 
 MAX_TEXT: Final = 4000  # the schema's bound on a decision, constraint or question
 MAX_SUMMARY: Final = 50_000
+# The largest package carrying a remaining plan: what a publish Command may carry, less room
+# for the Command's own members and the package's signature.
+MAX_PLAN_PACKAGE_BYTES: Final = MAX_COMMAND_BYTES - 16 * 1024
 
 
 def _cited(mission: Mapping[str, Any], items: Mapping[str, Mapping[str, Any]]) -> list[Json]:
@@ -480,20 +555,71 @@ def _cited(mission: Mapping[str, Any], items: Mapping[str, Mapping[str, Any]]) -
     return [{"eventId": e, "sequence": s} for e, s in sorted(cited.items(), key=lambda c: c[1])]
 
 
+def _behind(published: PackageRecord | None, journaled: PackageRecord | None) -> bool:
+    """Whether the log has not shown yet the package journaled last."""
+    return journaled is not None and (published is None or journaled.version > published.version)
+
+
+def _plan_first(
+    mission: Mapping[str, Any],
+    items: Mapping[str, Mapping[str, Any]],
+    due: Sequence[Authorize],
+    answers: Mapping[str, str],
+    published: PackageRecord | None,
+    journaled: PackageRecord | None,
+    refused: PackageRecord | None,
+) -> list[Step] | None:
+    """What comes before authorizing ``due``: None when the latest package carries each of
+    them (an item answering an open Work Proposal stays out: the proposal, open in the Group,
+    is answered by whoever coordinates); else a package carrying them, or nothing while the
+    log has not shown the one journaled last. A Group that refused a package authorizes as
+    before packages: it would refuse this one too; so does a plan too large for one package
+    (a Command that could never be sent would hold the plan up for good)."""
+    remaining = [
+        RemainingItem(a.item.key, a.work_item_id, answers[a.item.key], a.contract, a.item.child)
+        for a in due
+        if a.proposal_id is None
+    ]
+    latest = journaled if _behind(published, journaled) else published
+    wanted = {r.work_item_id for r in remaining}
+    if not wanted or (latest is not None and wanted <= set(latest.remaining)):
+        return None
+    if _behind(published, journaled):
+        return []
+    if refused is not None:
+        return None
+    package = _package(mission, items, published, remaining)
+    if command_payload_bytes(json.dumps(package, separators=(",", ":"))) > MAX_PLAN_PACKAGE_BYTES:
+        return None
+    return [PublishHandover(package)]
+
+
 def _handover(
     mission: Mapping[str, Any],
     items: Mapping[str, Mapping[str, Any]],
     published: PackageRecord | None,
     journaled: PackageRecord | None,
+    refused: PackageRecord | None,
 ) -> PublishHandover | None:
     """The next Mission-wide package, when the latest one (``published``) no longer cites
-    what a replacement needs; none while the log has not shown the one journaled last."""
-    if journaled is not None and (published is None or journaled.version > published.version):
+    what a replacement needs or still carries a remaining plan; none while the log has not
+    shown the one journaled last, nor one with the content of the package refused."""
+    if _behind(published, journaled):
         return None
+    step = PublishHandover(_package(mission, items, published, ()))
+    if step.record.same_content(published) or step.record.same_content(refused):
+        return None
+    return step
+
+
+def _package(
+    mission: Mapping[str, Any],
+    items: Mapping[str, Mapping[str, Any]],
+    published: PackageRecord | None,
+    remaining: Sequence[RemainingItem],
+) -> Json:
+    """The next version of the Group's latest Mission-wide package, unsigned."""
     cited = _cited(mission, items)
-    event_ids = [e["eventId"] for e in cited]
-    if published is not None and set(published.event_ids) == set(event_ids):
-        return None
     group_id = str(mission["groupId"])
     previous = published.context_package_id if published is not None else None
     version = published.version + 1 if published is not None else 1
@@ -507,10 +633,10 @@ def _handover(
         "sourceEventRange": {
             "fromSequence": cited[0]["sequence"],
             "toSequence": cited[-1]["sequence"],
-            "eventIds": event_ids,
+            "eventIds": [e["eventId"] for e in cited],
         },
         "artifactHashes": _verified_artifacts(mission, views),
-        "summary": _summary(mission, views),
+        "summary": _summary(mission, views, remaining),
         "decisions": _decisions(views),
         "constraints": [f"Deadline: {mission['deadline']}"] if mission.get("deadline") else [],
         "unresolvedQuestions": [
@@ -520,7 +646,9 @@ def _handover(
     }
     if previous is not None:
         package["previousContextPackageId"] = previous
-    return PublishHandover(package)
+    if remaining:
+        package["extensions"] = remaining_plan_extension(remaining)
+    return package
 
 
 def _verified_artifacts(
@@ -536,13 +664,20 @@ def _verified_artifacts(
     return hashes
 
 
-def _summary(mission: Mapping[str, Any], views: Sequence[Mapping[str, Any]]) -> str:
+def _summary(
+    mission: Mapping[str, Any],
+    views: Sequence[Mapping[str, Any]],
+    remaining: Sequence[RemainingItem],
+) -> str:
     verified = sum(1 for v in views if v.get("state") == "verified")
     lines = [
         f"Hand-over of Mission {mission['missionId']}: {mission.get('objective', '')}",
         f"{len(views)} WorkItems, {verified} verified:",
         *(f"- {v.get('state')}: {v['contract']['goal']} ({v['workItemId']})" for v in views),
     ]
+    if remaining:
+        lines.append(f"{len(remaining)} planned, not yet authorized:")
+        lines.extend(f"- {r.contract['goal']} ({r.work_item_id})" for r in remaining)
     return "\n".join(lines)[:MAX_SUMMARY]
 
 

@@ -15,8 +15,9 @@ Group whose Coordinator is now another agent (``AUTH_STALE_COORDINATOR``) is lef
 
 Hand-over: it publishes a Mission-wide Context Package whenever the Mission's plan changes or a
 WorkItem is verified (``PublishHandover``), so the MissionOwner can appoint a replacement from
-it; a runtime appointed to a Mission another Coordinator planned adopts its WorkItems
-(``TakeOver``) instead of calling ``plan``.
+it; before it authorizes planned items no package carries yet, it publishes one carrying them
+(its remaining plan). A runtime appointed to a Mission another Coordinator planned adopts its
+WorkItems and that remaining plan (``TakeOver``) instead of calling ``plan``.
 """
 
 from __future__ import annotations
@@ -75,9 +76,11 @@ from mwp.coordinator.reconcile import (
     child_payload,
     next_steps,
     owner_steps,
+    package_record,
     selection_basis,
     work_item_id,
 )
+from mwp.coordinator.remaining_plan import RemainingItem, remaining_plan
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import GroupAuthority
 from mwp.core.group.context_package import PUBLISH_KIND, PUBLISHED_KIND
@@ -117,8 +120,9 @@ class GroupProjection:
     assigned_with: str | None = None
     changes_requested_at: int | None = None
     mission_package: PackageRecord | None = None
-    # The Event IDs of a hand-over package the Authority refused: not sent again as it is.
-    refused_package: tuple[str, ...] | None = None
+    remaining_plan: tuple[RemainingItem, ...] = ()
+    # A hand-over package the Authority refused: not sent again as it is.
+    refused_package: PackageRecord | None = None
 
     @property
     def caught_up(self) -> bool:
@@ -132,14 +136,18 @@ class GroupProjection:
             self.changes_requested_at = int(event["sequence"])
         elif kind == PUBLISHED_KIND and "workItemId" not in payload["contextPackage"]:
             package = payload["contextPackage"]
-            self.mission_package = PackageRecord(
-                package["contextPackageId"],
-                int(package["version"]),
-                tuple(package["sourceEventRange"]["eventIds"]),
-            )
+            self.mission_package = package_record(package)
+            try:
+                self.remaining_plan = remaining_plan(package)
+            except MwpError as error:
+                # Taken whole or not at all: a replacement then adopts the Group's WorkItems.
+                self.remaining_plan = ()
+                log.warning("Group %s: %s", self.group_id, error.message)
 
     def notes(self) -> LogNotes:
-        return LogNotes(self.assigned_with, self.changes_requested_at, self.mission_package)
+        return LogNotes(
+            self.assigned_with, self.changes_requested_at, self.mission_package, self.remaining_plan
+        )
 
     def items(self) -> dict[str, Json]:
         views = {}
@@ -269,12 +277,8 @@ class CoordinatorRuntime:
             id_of=self.id_of,
             notes=group.notes(),
             journaled_package=self.journal.handover(group.group_id),
+            refused_package=group.refused_package,
         )
-        steps = [
-            s
-            for s in steps
-            if not (isinstance(s, PublishHandover) and s.record.event_ids == group.refused_package)
-        ]
         await self._take_steps(group, mission, steps)
 
     async def _take_steps(self, group: GroupProjection, mission: Json, steps: list[Step]) -> None:
@@ -404,10 +408,16 @@ class CoordinatorRuntime:
             if not error.retryable and error.code != ErrorCode.AUTH_STALE_COORDINATOR:
                 # Refused as it is (a Group under rules from before packages refuses them
                 # all): said once, not on every tick; tried again when what it cites changes.
-                group.refused_package = step.record.event_ids
+                group.refused_package = step.record
             raise
         # Noted once the Authority took it: until the log shows it, no other is published.
         self.journal.hand_over(group.group_id, step.record)
+        if step.record.remaining:
+            self.report(
+                f"Mission {step.package['missionId']}: hand-over Context Package "
+                f"{step.record.context_package_id} (version {step.record.version}) carries "
+                f"{len(step.record.remaining)} planned WorkItems before they are authorized"
+            )
 
     async def _answer_messages(
         self, group: GroupProjection, mission: Json, items: Mapping[str, Json]
@@ -627,7 +637,7 @@ def _name(step: Step) -> str:
 def _takeover_line(mission: Json, step: TakeOver, items: Mapping[str, Json]) -> str:
     states: dict[str, int] = {}
     for adopted in step.plan.adopted:
-        state = str((items.get(adopted) or {}).get("state"))
+        state = str((items.get(adopted) or {}).get("state", "planned"))
         states[state] = states.get(state, 0) + 1
     counted = ", ".join(f"{n} {state}" for state, n in states.items())
     source = step.context_package_id or "no Context Package"

@@ -1,15 +1,22 @@
 """A replacement Coordinator takes over a running Mission from the latest hand-over Context
 Package, through a real gateway on a real dev server (spec 7.2, MWP-MSN-005).
 
-Coordinator A plans three dependent WorkItems and publishes a Mission-wide package as its plan
-is authorized and as each item is verified. Once the first is verified A is stopped; the
-MissionOwner appoints Coordinator B with A's latest package. B never plans: it adopts the
-Group's WorkItems, reconciles them (reviews, offers what their dependencies allow) and submits
-the Mission for Approval, with every item authorized once, by A. A's Commands are stale then.
+Coordinator A plans three dependent WorkItems and publishes a Mission-wide package carrying
+its plan before authorizing it, then one as its plan is authorized and as each item is
+verified. Once the first is verified A is stopped; the MissionOwner appoints Coordinator B with
+A's latest package. B never plans: it adopts the Group's WorkItems, reconciles them (reviews,
+offers what their dependencies allow) and submits the Mission for Approval, with every item
+authorized once, by A. A's Commands are stale then.
+
+In the second test A stops right after publishing the package that carries its plan, before it
+authorizes anything: B adopts that remaining plan, authorizes each item once under A's WorkItem
+IDs, and takes the Mission to Approval.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +26,8 @@ from mwp.client.missions import MissionClient, in_seconds
 from mwp.contracts.errors import RemoteMwpError
 from mwp.coordinator import Coordinator, Plan, PlanningContext
 from mwp.coordinator.reconcile import work_item_id
+from mwp.coordinator.remaining_plan import remaining_plan
+from mwp.coordinator.runtime import run_coordinator
 from mwp.core.errors import ErrorCode
 from mwp.core.group.context_package import PUBLISHED_KIND
 from mwp.core.trust.registry import Principal
@@ -166,3 +175,92 @@ async def test_a_replacement_coordinator_takes_over_from_the_latest_package_and_
     (took,) = [line for line in b_lines if "took over" in line]
     assert f"from Context Package {latest['contextPackageId']}" in took, b_lines
     assert "Coordinator Epoch 2" in took
+
+
+async def test_a_replacement_coordinator_continues_a_plan_its_predecessor_never_authorized(
+    mwp_client: MwpClient, tmp_path: Path
+) -> None:
+    organization, owner, writer = await with_a_writer(mwp_client, tmp_path)
+
+    a = planner(organization.organization_id, writer.agent_id)
+    b = replacement(organization.organization_id, writer.agent_id)
+    for agent in (writer, a.agent, b.agent):
+        await ensure_registered(organization.registry, agent)
+    await ensure_namespace(mwp_client.temporal.service_client, AGENTS_NAMESPACE)
+    a_lines: list[str] = []
+    b_lines: list[str] = []
+    async with (
+        agent_gateway(mwp_client, organization, tmp_path / "tls") as (_, settings),
+        gateway_runtime(writer, settings, address_of(mwp_client), tmp_path / "ledger"),
+    ):
+        # A stops as soon as the package carrying its plan is in the Group: the round that
+        # would authorize the plan never starts.
+        stop = asyncio.Event()
+
+        def a_report(line: str) -> None:
+            a_lines.append(line)
+            if "planned WorkItems before they are authorized" in line:
+                stop.set()
+
+        ready = asyncio.Event()
+        a_run = asyncio.create_task(
+            run_coordinator(
+                a, settings, tmp_path / "a", stop, report=a_report, on_ready=lambda _: ready.set()
+            )
+        )
+        try:
+            async with asyncio.timeout(30):
+                await ready.wait()
+            mission, _ = await MissionClient(mwp_client, organization.organization_id).create(
+                owner,
+                objective="Ship the pagination change",
+                coordinator_agent_id=a.agent_id,
+                definition_of_done=definition_of_done("The change is implemented and tested."),
+                budget=mission_budget(),
+                deadline=in_seconds(7 * 86400),
+            )
+            async with asyncio.timeout(90):
+                await a_run
+        finally:
+            stop.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await a_run
+        ids = [work_item_id(mission.group_id, k) for k in KEYS]
+        events = await mission.events_this_run()
+        assert not [e for e in events if e["kind"] == "work.authorized"], a_lines
+        (latest,) = mission_wide(events)
+        assert [r.work_item_id for r in remaining_plan(latest)] == ids
+
+        async with coordinating(b, settings, tmp_path / "b", b_lines):
+
+            async def appointed() -> bool:
+                try:
+                    await mission.send(
+                        owner,
+                        "mission.assign_coordinator",
+                        {"agentId": b.agent_id, "contextPackageId": latest["contextPackageId"]},
+                    )
+                except RemoteMwpError as error:
+                    if "no open Session" not in str(error.message):
+                        raise
+                    return False  # the Registry's notice of B's Session is on its way
+                return True
+
+            await eventually(appointed, timeout=30, interval=0.5)
+
+            async def awaiting_approval() -> bool:
+                return bool((await mission.view())["state"] == "awaiting_approval")
+
+            await eventually(awaiting_approval, timeout=120)
+        view = await mission.view()
+        assert {w["workItemId"]: w["state"] for w in view["workItems"]} == dict.fromkeys(
+            ids, "verified"
+        )
+        events = await mission.events_this_run()
+        authorized = [e for e in events if e["kind"] == "work.authorized"]
+        assert [e["workItemId"] for e in authorized] == ids  # each once, by B, as A planned
+        assert {e["actor"]["id"] for e in authorized} == {b.agent_id}
+        assert len(view["submission"]["artifactHashes"]) == 3
+
+    (took,) = [line for line in b_lines if "took over" in line]
+    assert "adopted 3 WorkItems (3 planned)" in took, b_lines

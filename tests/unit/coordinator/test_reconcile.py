@@ -36,8 +36,9 @@ from mwp.coordinator.reconcile import (
     selection_basis,
     work_item_id,
 )
+from mwp.coordinator.remaining_plan import remaining_plan
 from mwp.coordinator.runtime import GroupProjection
-from mwp.core.errors import ErrorCode
+from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.context_package import PUBLISH_KIND
 from mwp.core.group.ids import event_id
 from mwp.core.models import validate_document
@@ -80,22 +81,32 @@ def steps(
     h: Harness, plans: list[JournaledPlan], *, packages: bool = False, **overrides: Any
 ) -> list[Step]:
     """The steps due for COORD (``coordinator_id`` to ask for another); hand-over packages
-    only with ``packages`` (the tests of other steps leave them out)."""
-    mission = h.authority.mission_view()
-    items = {i: h.authority.work_item_view(i) for i in h.authority.work_item_ids()}
+    only with ``packages`` (the tests of other steps leave them out: one that must come before
+    an authorization, carrying the items as its remaining plan, is published on the way)."""
     agent = overrides.get("coordinator_id", COORD.id)
-    options: dict[str, Any] = {
-        "coordinator_id": agent,
-        "workers": (W1.id,),
-        "session_epoch": h.sessions[agent],
-        "lease_seconds": 3600,
-        "now": now_of(h),
-        "id_of": lambda group, key: item_id(key),
-        "notes": notes_of(h),
-    }
-    options.update(overrides)
-    due = next_steps(mission, items, plans, **options)
-    return due if packages else [s for s in due if not isinstance(s, PublishHandover)]
+    while True:
+        mission = h.authority.mission_view()
+        items = {i: h.authority.work_item_view(i) for i in h.authority.work_item_ids()}
+        options: dict[str, Any] = {
+            "coordinator_id": agent,
+            "workers": (W1.id,),
+            "session_epoch": h.sessions[agent],
+            "lease_seconds": 3600,
+            "now": now_of(h),
+            "id_of": lambda group, key: item_id(key),
+            "notes": notes_of(h),
+        }
+        options.update(overrides)
+        due = next_steps(mission, items, plans, **options)
+        if packages:
+            return due
+        first = [s for s in due if isinstance(s, PublishHandover) and s.record.remaining]
+        if not first:
+            return [s for s in due if not isinstance(s, PublishHandover)]
+        take(h, first[0], PRINCIPALS[agent])
+
+
+PRINCIPALS = {COORD.id: COORD, COORD2.id: COORD2}
 
 
 def signed(h: Harness, step: PublishHandover, generator: Principal = COORD) -> dict[str, Any]:
@@ -416,14 +427,22 @@ def handover(h: Harness, plans: list[JournaledPlan], **overrides: Any) -> Publis
 def test_a_handover_package_is_published_as_the_plan_changes_and_items_are_verified(
     h: Harness,
 ) -> None:
+    (planned,) = steps(h, [CHAIN], packages=True)  # the plan first, before any authorization
+    assert isinstance(planned, PublishHandover)
+    assert planned.package["version"] == 1 and "previousContextPackageId" not in planned.package
+    assert "workItemId" not in planned.package  # Mission-wide: what a replacement is handed
+    assert planned.package["sourceEventRange"]["eventIds"] == [event_id(h.group_id, 1)]
+    assert planned.record.remaining == tuple(item_id(k) for k in ("analyse", "build", "ship"))
+    take(h, planned)
     for step in steps(h, [CHAIN], packages=True):
         assert isinstance(step, Authorize)  # none before the graph is whole
         take(h, step)
     first = handover(h, [CHAIN])
     assert first is not None
     package = first.package
-    assert package["version"] == 1 and "previousContextPackageId" not in package
-    assert "workItemId" not in package  # Mission-wide: what a replacement must be handed
+    assert package["version"] == 2
+    assert package["previousContextPackageId"] == planned.record.context_package_id
+    assert "extensions" not in package  # every planned item is authorized: no remaining plan
     cited = package["sourceEventRange"]["eventIds"]
     stated = [h.view(k)["contractEvents"][0]["eventId"] for k in ("analyse", "build", "ship")]
     assert cited == [event_id(h.group_id, 1), *stated]  # the founding Event, each contract
@@ -436,7 +455,7 @@ def test_a_handover_package_is_published_as_the_plan_changes_and_items_are_verif
     h.accept_result("analyse")
     second = handover(h, [CHAIN])
     assert second is not None
-    assert second.package["version"] == 2
+    assert second.package["version"] == 3
     assert second.package["previousContextPackageId"] == package["contextPackageId"]
     accepted = h.view("analyse")["result"]["acceptedEvent"]["eventId"]
     assert accepted in second.package["sourceEventRange"]["eventIds"]
@@ -483,7 +502,7 @@ def run_a_until_analyse_is_verified(h: Harness) -> str:
             h.accept_result("analyse")
     assert h.view("build")["state"] == "offered"
     latest = notes_of(h).mission_package
-    assert latest is not None and latest.version == 2
+    assert latest is not None and latest.version == 3  # the plan, its authorization, "analyse"
     return str(latest.context_package_id)
 
 
@@ -537,17 +556,25 @@ def test_the_founding_coordinator_without_a_journal_still_plans(h: Harness) -> N
     assert steps(h, []) == [NeedPlan()]  # Coordinator Epoch 1: no earlier Coordinator
 
 
+def run_to_approval(h: Harness, plans: list[JournaledPlan], actor: Principal = COORD) -> None:
+    """``actor`` takes every step, packages included, and W1 does each item offered, until
+    the Mission awaits Approval."""
+    for _ in range(12):
+        for step in steps(h, plans, packages=True, coordinator_id=actor.id):
+            take(h, step, actor)
+        for key in h.authority.work_item_ids():
+            if h.authority.work_item_view(key)["state"] == "offered":
+                work(h, _name_of(key))
+        if h.authority.mission_view()["state"] == "awaiting_approval":
+            return
+    raise AssertionError("the Mission never reached Approval")
+
+
 def test_a_replacement_answers_a_change_request_its_predecessor_had_not_answered(
     h: Harness,
 ) -> None:
     single = JournaledPlan("initial", (PlannedItem("analyse", "Analyse the requirements"),))
-    for _ in range(3):
-        for step in steps(h, [single], packages=True):
-            take(h, step)
-        if h.view("analyse")["state"] == "offered":
-            work(h, "analyse")
-            h.accept_result("analyse")
-    assert h.authority.mission_view()["state"] == "awaiting_approval"
+    run_to_approval(h, [single])
     h.submit(OWNER, "mission.request_changes", h.changes_payload("Add the tests."))
     latest = notes_of(h).mission_package
     assert latest is not None
@@ -561,17 +588,13 @@ def test_a_replacement_answers_a_change_request_its_predecessor_had_not_answered
 
 def test_a_change_request_its_predecessor_answered_is_not_answered_again(h: Harness) -> None:
     single = JournaledPlan("initial", (PlannedItem("analyse", "Analyse the requirements"),))
-    for _ in range(3):
-        for step in steps(h, [single], packages=True):
-            take(h, step)
-        if h.view("analyse")["state"] == "offered":
-            work(h, "analyse")
-            h.accept_result("analyse")
+    run_to_approval(h, [single])
     h.submit(OWNER, "mission.request_changes", h.changes_payload("Add the tests."))
     approval_id = h.authority.mission_view()["approval"]["approvalId"]
     answer = JournaledPlan(approval_id, (PlannedItem("tests", "Add tests"),))
-    for step in steps(h, [single, answer], packages=True):
-        take(h, step)
+    for _ in range(2):  # its remaining plan, then its authorization
+        for step in steps(h, [single, answer], packages=True):
+            take(h, step)
     package = handover(h, [single, answer])
     assert package is not None
     take(h, package)
@@ -581,3 +604,252 @@ def test_a_change_request_its_predecessor_answered_is_not_answered_again(h: Harn
     assert isinstance(takeover, TakeOver) and takeover.plan.answers == approval_id
     (offer,) = steps(h, [takeover.plan], coordinator_id=COORD2.id)
     assert isinstance(offer, Offer) and offer.work_item_id == item_id("tests")
+
+
+# --- the remaining plan: nothing its predecessor planned is lost (MWP-MSN-005) -------------
+
+
+def authorized_by(h: Harness) -> list[tuple[str, str]]:
+    """Each ``work.authorized`` Event: its WorkItem's plan name and the actor."""
+    return [
+        (_name_of(e["workItemId"]), e["actor"]["id"])
+        for e in h.events
+        if e["kind"] == "work.authorized"
+    ]
+
+
+def publish_the_plan(h: Harness, plans: list[JournaledPlan]) -> PublishHandover:
+    """COORD's first step for ``plans``: the package carrying them, before any authorization."""
+    (planned,) = steps(h, plans, packages=True)
+    assert isinstance(planned, PublishHandover) and planned.record.remaining
+    take(h, planned)
+    return planned
+
+
+def test_the_remaining_plan_is_published_before_any_of_its_items_is_authorized(
+    h: Harness,
+) -> None:
+    planned = publish_the_plan(h, [CHAIN])
+    (carried,) = planned.package["extensions"].values()
+    assert carried["critical"] is False  # a reader that does not know it still has a package
+    validate_document("context-package.schema.json", signed(h, planned))
+    remaining = remaining_plan(signed(h, planned))
+    assert [(r.key, r.work_item_id, r.answers) for r in remaining] == [
+        (k, item_id(k), "initial") for k in ("analyse", "build", "ship")
+    ]
+    build = remaining[1].contract
+    assert build["dependencyWorkItemIds"] == [item_id("analyse")]
+    assert build["budget"] == {"currency": "USD", "financialLimit": 10, "toolCallLimit": 100}
+    assert "3 planned, not yet authorized" in planned.package["summary"]
+    # The package is in the log: the items are authorized, and it is not published again.
+    due = steps(h, [CHAIN], packages=True)
+    assert [type(s) for s in due] == [Authorize, Authorize, Authorize]
+
+
+def test_items_no_package_carries_wait_for_the_one_journaled_to_reach_the_log(
+    h: Harness,
+) -> None:
+    """A restarted runtime whose log has not shown the package it journaled (the Authority
+    took it) authorizes what that package carries, and neither authorizes other items (no
+    package may carry them yet) nor publishes another meanwhile."""
+    (planned,) = steps(h, [CHAIN], packages=True)
+    assert isinstance(planned, PublishHandover)
+    due = steps(h, [CHAIN], packages=True, journaled_package=planned.record)
+    assert [type(s) for s in due] == [Authorize, Authorize, Authorize]
+    older = PackageRecord(planned.record.context_package_id, 1, planned.record.event_ids)
+    assert steps(h, [CHAIN], packages=True, journaled_package=older) == []
+    take(h, planned)
+    for step in steps(h, [CHAIN], packages=True, journaled_package=planned.record):
+        take(h, step)
+    # A plan journaled later: its items are published before they are authorized.
+    more = JournaledPlan("more", (PlannedItem("docs", "Document it", depends_on=("ship",)),))
+    (again,) = steps(h, [CHAIN, more], packages=True)
+    assert isinstance(again, PublishHandover) and again.record.remaining == (item_id("docs"),)
+
+
+def test_a_group_that_refused_a_package_authorizes_its_plan_without_one(h: Harness) -> None:
+    (planned,) = steps(h, [CHAIN], packages=True)
+    assert isinstance(planned, PublishHandover)
+    due = steps(h, [CHAIN], packages=True, refused_package=planned.record)
+    assert [type(s) for s in due] == [Authorize, Authorize, Authorize]
+
+
+def test_a_replacement_adopts_the_remaining_plan_and_authorizes_each_item_once(
+    h: Harness,
+) -> None:
+    """A published its plan, authorized "analyse" and stopped: B adopts "analyse" from the
+    Group and "build" and "ship" from A's package, authorizes those two under A's IDs and
+    contracts, once, and finishes the Mission without planning."""
+    planned = publish_the_plan(h, [CHAIN])
+    first = steps(h, [CHAIN])[0]
+    assert isinstance(first, Authorize) and first.work_item_id == item_id("analyse")
+    take(h, first)  # then A stops
+    appoint(h, planned.record.context_package_id)
+
+    (takeover,) = steps(h, [], coordinator_id=COORD2.id)
+    assert isinstance(takeover, TakeOver)  # not NeedPlan
+    ids = tuple(item_id(k) for k in ("analyse", "build", "ship"))
+    plan = takeover.plan
+    assert plan.adopted == ids and plan.answers == "initial"
+    carried = {r.work_item_id: r.contract for r in remaining_plan(signed(h, planned))}
+    assert plan.contracts == (None, carried[ids[1]], carried[ids[2]])
+    assert plan.items[2].depends_on == (adopted_key(ids[1]),)
+
+    due = steps(h, [plan], coordinator_id=COORD2.id, packages=True)
+    assert [(type(s), getattr(s, "work_item_id", None)) for s in due] == [
+        (Authorize, ids[1]),
+        (Authorize, ids[2]),
+    ]  # no package first: A's carries them
+    assert all(isinstance(s, Authorize) and s.contract == carried[s.work_item_id] for s in due)
+    run_to_approval(h, [plan], COORD2)
+    assert authorized_by(h) == [
+        ("analyse", COORD.id),
+        ("build", COORD2.id),
+        ("ship", COORD2.id),
+    ]
+    assert h.authority.mission_view()["submission"]["artifactHashes"] == [ARTIFACT_A]
+
+
+def test_items_the_predecessor_authorized_meanwhile_are_not_authorized_again(
+    h: Harness,
+) -> None:
+    """B is appointed from A's first package, whose remaining plan A authorized whole after
+    it: every item is adopted from the Group, none authorized again."""
+    planned = publish_the_plan(h, [CHAIN])
+    for step in steps(h, [CHAIN]):
+        take(h, step)
+    appoint(h, planned.record.context_package_id)
+    assert notes_of(h).remaining_plan  # the latest package still names all three
+
+    (takeover,) = steps(h, [], coordinator_id=COORD2.id)
+    assert isinstance(takeover, TakeOver)
+    assert takeover.plan.contracts == (None, None, None)
+    run_to_approval(h, [takeover.plan], COORD2)
+    assert [actor for _, actor in authorized_by(h)] == [COORD.id] * 3
+
+
+def test_a_replacement_adopts_a_plan_none_of_whose_items_was_authorized(h: Harness) -> None:
+    publish_the_plan(h, [CHAIN])
+    latest = notes_of(h).mission_package
+    assert latest is not None
+    appoint(h, latest.context_package_id)
+
+    (takeover,) = steps(h, [], coordinator_id=COORD2.id)  # no WorkItem in the Group, yet no plan
+    assert isinstance(takeover, TakeOver) and len(takeover.plan.items) == 3
+    run_to_approval(h, [takeover.plan], COORD2)
+    assert authorized_by(h) == [(k, COORD2.id) for k in ("analyse", "build", "ship")]
+
+
+def test_a_replacement_with_a_package_without_a_remaining_plan_plans_an_empty_mission(
+    h: Harness,
+) -> None:
+    """A package from before remaining plans (none in the Group names any item): with no
+    WorkItem to adopt, the replacement plans, as before."""
+    h.submit(COORD, PUBLISH_KIND, {"contextPackage": signed(h, _bare_package(h))})
+    latest = notes_of(h).mission_package
+    assert latest is not None and latest.remaining == ()
+    appoint(h, latest.context_package_id)
+    assert steps(h, [], coordinator_id=COORD2.id) == [NeedPlan()]
+
+
+def _bare_package(h: Harness) -> PublishHandover:
+    mission = h.authority.mission_view()
+    package = {
+        "contextPackageId": "urn:example:context-package:bare",
+        "version": 1,
+        "missionId": mission["missionId"],
+        "groupId": h.group_id,
+        "sourceEventRange": {
+            "fromSequence": 1,
+            "toSequence": 1,
+            "eventIds": [event_id(h.group_id, 1)],
+        },
+        "artifactHashes": [],
+        "summary": "Nothing planned yet.",
+        "decisions": [],
+        "constraints": [],
+        "unresolvedQuestions": [],
+    }
+    return PublishHandover(package)
+
+
+def test_a_remaining_plan_that_answers_a_change_request_is_not_answered_again(
+    h: Harness,
+) -> None:
+    single = JournaledPlan("initial", (PlannedItem("analyse", "Analyse the requirements"),))
+    run_to_approval(h, [single])
+    h.submit(OWNER, "mission.request_changes", h.changes_payload("Add the tests."))
+    approval_id = h.authority.mission_view()["approval"]["approvalId"]
+    answer = JournaledPlan(approval_id, (PlannedItem("tests", "Add tests"),))
+    planned = publish_the_plan(h, [single, answer])  # then A stops
+    appoint(h, planned.record.context_package_id)
+
+    (takeover,) = steps(h, [], coordinator_id=COORD2.id)
+    assert isinstance(takeover, TakeOver) and takeover.plan.answers == approval_id
+    (authorize,) = steps(h, [takeover.plan], coordinator_id=COORD2.id)
+    assert isinstance(authorize, Authorize) and authorize.work_item_id == item_id("tests")
+
+
+def test_an_item_answering_an_open_proposal_stays_out_of_the_remaining_plan(
+    h: Harness,
+) -> None:
+    """The proposal stays open in the Group until an item cites it: whoever coordinates
+    answers it; carrying A's answer too would authorize the same work twice."""
+    single = JournaledPlan("initial", (PlannedItem("analyse", "Analyse the requirements"),))
+    planned = publish_the_plan(h, [single])
+    for step in steps(h, [single]):
+        take(h, step)
+    h.submit(W1, "work.propose", {"title": "Add a benchmark"})
+    (asked,) = [s for s in steps(h, [single]) if isinstance(s, NeedProposal)]
+    taken = JournaledPlan(
+        asked.proposal["proposalId"], (PlannedItem("bench", "Benchmark"),), proposal=True
+    )
+    due = steps(h, [single, taken], packages=True)
+    assert [type(s) for s in due] == [Authorize]  # no package first: nothing to carry
+    assert planned.record.remaining == (item_id("analyse"),)
+
+
+def test_a_child_mission_planned_travels_with_the_remaining_plan(h: Harness) -> None:
+    child = ChildMission("Write the release notes", W2.id, ("Notes are published.",))
+    plan = JournaledPlan(
+        "initial",
+        (
+            PlannedItem("analyse", "Analyse the requirements"),
+            PlannedItem("notes", "Release notes", depends_on=("analyse",), child=child),
+        ),
+    )
+    planned = publish_the_plan(h, [plan])
+    (_, notes) = remaining_plan(signed(h, planned))
+    assert notes.child == child
+    appoint(h, planned.record.context_package_id)
+    (takeover,) = steps(h, [], coordinator_id=COORD2.id)
+    assert isinstance(takeover, TakeOver) and takeover.plan.items[1].child == child
+
+
+def test_a_malformed_remaining_plan_is_a_typed_error_and_is_taken_as_none(h: Harness) -> None:
+    planned = publish_the_plan(h, [CHAIN])
+    package = signed(h, planned)
+    (name,) = package["extensions"]
+    package["extensions"][name]["data"]["items"][1]["contract"]["budget"] = "ten dollars"
+    with pytest.raises(MwpError) as raised:
+        remaining_plan(package)
+    assert raised.value.code is ErrorCode.SCHEMA_VALIDATION_FAILED
+    assert "items[1].contract" in raised.value.message
+    group = GroupProjection(h.group_id)
+    for event in h.events[:-1]:
+        group.note(event)
+    group.note({**h.events[-1], "payload": {"contextPackage": package}})
+    assert group.notes().remaining_plan == ()
+    assert group.notes().mission_package is not None  # the package itself is noted
+
+
+def test_a_plan_too_large_for_one_package_is_authorized_without_one(h: Harness) -> None:
+    """A package over what a Command may carry could never be published: the plan is then
+    authorized as in a Group that refuses packages, not held up for good."""
+    goal = "Translate one chapter of the manual. " * 20
+    large = JournaledPlan("initial", tuple(PlannedItem(f"chapter-{n}", goal) for n in range(300)))
+    due = steps(h, [large], packages=True)
+    assert len(due) == 300 and all(isinstance(s, Authorize) for s in due)
+    fits = JournaledPlan("initial", large.items[:30])
+    (planned,) = steps(h, [fits], packages=True)
+    assert isinstance(planned, PublishHandover)

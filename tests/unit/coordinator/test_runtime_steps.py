@@ -26,6 +26,7 @@ from mwp.coordinator import (
 )
 from mwp.coordinator.decisions import Handlers, InProcessDecisions
 from mwp.coordinator.journal import PlanJournal
+from mwp.coordinator.remaining_plan import remaining_plan
 from mwp.coordinator.runtime import CoordinatorRuntime
 from mwp.core.group.api import RULES_CONTEXT
 from mwp.core.group.context_package import PUBLISH_KIND, PUBLISHED_KIND
@@ -240,11 +241,12 @@ async def test_a_replacement_takes_over_from_the_latest_package_and_finishes_wit
     await settle(a, h)
     assert h.view("analyse")["state"] == "verified" and h.view("build")["state"] == "offered"
     packages = [e["payload"]["contextPackage"] for e in h.events if e["kind"] == PUBLISHED_KIND]
-    # One when the plan was authorized, one when "analyse" was verified; none on other ticks.
-    assert [p["version"] for p in packages] == [1, 2]
+    # One carrying the plan before it was authorized, one once it was, one when "analyse" was
+    # verified; none on other ticks.
+    assert [p["version"] for p in packages] == [1, 2, 3]
     assert a.journal.handover(h.group_id).context_package_id == packages[-1]["contextPackageId"]
     await settle(a, h)
-    assert len([e for e in h.events if e["kind"] == PUBLISHED_KIND]) == 2
+    assert len([e for e in h.events if e["kind"] == PUBLISHED_KIND]) == 3
 
     latest = packages[-1]["contextPackageId"]
     h.submit(
@@ -284,7 +286,8 @@ async def test_a_group_that_refuses_hand_over_packages_is_still_coordinated(
     tmp_path: Path,
 ) -> None:
     """Under rules from before Context Packages the Authority refuses every package: the
-    refusal is said once per package and holds up no offer."""
+    refusal is said once per package (the one carrying the plan, the one once it is
+    authorized) and holds up neither the authorizations nor an offer."""
     h = mission_harness()
     h.rules = RULES_CONTEXT - 1
     lines: list[str] = []
@@ -293,5 +296,62 @@ async def test_a_group_that_refuses_hand_over_packages_is_still_coordinated(
     await settle(rt, h)
     assert h.view("analyse")["state"] == "offered"
     refused = [line for line in lines if "PublishHandover" in line]
-    assert len(refused) == 1, lines
+    assert len(refused) == 2, lines
+    await settle(rt, h)
+    assert len([line for line in lines if "PublishHandover" in line]) == 2
     assert not [e for e in h.events if e["kind"] == PUBLISHED_KIND]
+
+
+async def test_a_replacement_continues_the_plan_its_predecessor_published_but_never_authorized(
+    tmp_path: Path,
+) -> None:
+    """A plans, publishes its plan as the package's remaining plan and stops before it
+    authorizes anything: B adopts the plan from that package, authorizes each item once under
+    A's WorkItem IDs and takes the Mission to Approval without planning; restarted, it
+    authorizes nothing again."""
+    h = mission_harness()
+    a_lines: list[str] = []
+    a = runtime_of(h, COORD, PlanJournal(tmp_path / "a"), a_lines)
+    for _ in range(2):  # its plan, then the package carrying it; then A stops
+        for event in h.events:
+            a.follow(event)
+        for group in list(a.groups.values()):
+            await a._reconcile(group)
+    assert "work.authorize" not in [c["kind"] for c in cast(PureLink, a.link).sent]
+    (published,) = [e for e in h.events if e["kind"] == PUBLISHED_KIND]
+    package = published["payload"]["contextPackage"]
+    assert "carries 2 planned WorkItems before they are authorized" in a_lines[-1], a_lines
+    carried = remaining_plan(package)
+    ids = (item_id("analyse"), item_id("build"))
+    assert tuple(r.work_item_id for r in carried) == ids
+    assert a.journal.handover(h.group_id).remaining == ids  # as journaled, remaining plan and all
+
+    h.submit(
+        OWNER,
+        "mission.assign_coordinator",
+        {"agentId": COORD2.id, "contextPackageId": package["contextPackageId"]},
+    )
+    b_lines: list[str] = []
+    b_journal = PlanJournal(tmp_path / "b")
+
+    async def never(ctx: PlanningContext) -> Plan:
+        raise AssertionError("a replacement must not plan the Mission again")
+
+    b = runtime_of(h, COORD2, b_journal, b_lines)
+    b.coordinator.planner = never
+    await settle(b, h)
+    (line,) = [line for line in b_lines if "took over" in line]
+    assert "adopted 2 WorkItems (2 planned)" in line, line
+    (adopted,) = b_journal.plans(h.group_id)  # a restart authorizes with the same contracts
+    assert adopted.adopted == ids and adopted.contracts == tuple(r.contract for r in carried)
+    for key in ("analyse", "build"):
+        work(h, key)
+        b = runtime_of(h, COORD2, b_journal, b_lines)  # restarted: its journal, not the package
+        b.coordinator.planner = never
+        await settle(b, h)
+    assert h.authority.mission_view()["state"] == "awaiting_approval"
+    authorized = [
+        (e["workItemId"], e["actor"]["id"]) for e in h.events if e["kind"] == "work.authorized"
+    ]
+    assert authorized == [(item_id("analyse"), COORD2.id), (item_id("build"), COORD2.id)]
+    assert len([line for line in b_lines if "took over" in line]) == 1
