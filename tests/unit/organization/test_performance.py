@@ -214,6 +214,18 @@ def test_an_item_offered_again_after_its_owner_lost_it_is_a_reassignment() -> No
     assert "reassigned" not in found(h, W2)
 
 
+def test_an_offer_fencing_an_expired_owner_before_its_timer_fired_reassigns_it() -> None:
+    h = mission_harness()
+    owned(h, "a")
+    h.start("a")
+    h.advance(3600)  # the lease ran out; its timer has not fired
+    h.submit(COORD, "mission.renew_coordinator", {})
+    offered = h.offer("a", W2)
+    (event,) = [e for e in offered.events if e["kind"] == "work.offer.created"]
+    assert event["payload"]["fencedOwnership"]["agentId"] == W1.id
+    assert found(h) == {"reassigned": ["work.offer.created"]}
+
+
 def test_a_first_offer_or_one_after_an_unowned_failure_reassigns_nothing() -> None:
     h = mission_harness()
     h.authorize("a")
