@@ -5,14 +5,19 @@ on the Registry's records; only the Organization's Coordinators may read them.""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
+
 from mwp.agent import Agent, CapabilityContext, CapabilityFailure, Submission
 from mwp.agent.gateway_link import GatewayLink, GatewaySettings
+from mwp.cli import main
 from mwp.client import Identity, MwpClient
 from mwp.client.missions import MissionClient, MissionHandle, in_seconds
 from mwp.contracts.errors import RemoteMwpError
@@ -28,7 +33,7 @@ from mwp.gateway.https import request
 from mwp.gateway.performance import performance_path
 from mwp.gateway.tls import client_context
 from mwp.workers.agent import ensure_registered
-from tests.integration.conftest import Organization, new_organization
+from tests.integration.conftest import Organization, new_organization, stack_log_location
 from tests.integration.gateway_agents import (
     AGENTS_NAMESPACE,
     address_of,
@@ -79,7 +84,7 @@ async def linked(settings: GatewaySettings, agent: Agent) -> AsyncIterator[Gatew
 
 
 async def test_a_failure_in_one_mission_orders_the_offers_of_another_without_leaking_its_events(
-    mwp_client: MwpClient, tmp_path: Path
+    mwp_client: MwpClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     organization = await new_organization(mwp_client)
     owner = organization.identity("human", f"owner-{tmp_path.name[-8:]}")
@@ -155,6 +160,16 @@ async def test_a_failure_in_one_mission_orders_the_offers_of_another_without_lea
     assert REGISTRY_RULE in basis["policyRulesApplied"]
     assert not {e["eventId"] for e in failures} & set(basis["reliabilityEvidence"])
     assert runtime_b.registry_records is True
+
+    # The authority zone's operator reads the whole record, every Event cited.
+    argv = ["registry", "performance", flaky.agent_id, "--capability", GENERAL, "--json"]
+    argv += ["--org", organization.organization_id, "--address", address]
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, [*argv, "--store", stack_log_location()]) == 0
+    (printed,) = json.loads(capsys.readouterr().out)["records"]
+    failed = printed["outcomes"]["failed"]
+    assert failed["count"] >= 2 and len(failed["eventIds"]) == failed["count"]
+    assert {e["eventId"] for e in failures} <= set(failed["eventIds"])
 
 
 async def check_what_b_reads(
