@@ -20,6 +20,8 @@ from typing import Any, Final
 
 from mwp.core.organization.performance import PerformanceLedger, PerformanceRecord, record_of
 
+CLAUSES: tuple[str, ...] = ("MWP-IDN-004",)
+
 RULE: Final = "coordinator.performance-records"
 REGISTRY_RULE: Final = "registry.performance-records"
 CITED: Final = 20  # the Events cited per candidate
