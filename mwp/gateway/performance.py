@@ -8,9 +8,11 @@ after the position it reached, and feeds the Events to the pure
 :class:`~mwp.core.organization.performance.PerformanceLedger` (idempotent by Event ID) and to
 each Group's :class:`~mwp.gateway.visibility.MembershipTimeline`. It holds nothing the logs do
 not say, so it is rebuilt from them whenever its process starts (on the first request), and
-no workflow changes for it. It reads the Groups the store lists every ``refresh_seconds`` at
-most, and at once the Groups whose logs the mirror's hints say grew. A Group whose first Event
-another Authority accepted is another Organization's and is not read again.
+no workflow changes for it. When asked, it reads at once the Groups whose logs the mirror's
+hints say grew, looks for new Groups in the store's listing every ``refresh_seconds`` at most,
+and reads every known Group again every ``safety_net_seconds`` (hints can be lost), as the
+gateway's readers do. A Group whose first Event another Authority accepted is another
+Organization's and is not read again.
 
 Served as ``GET /registry/performance/<agentId>[?capability=<id@version>]`` on the gateway's
 HTTPS listener, authorized by a live session's token like the Artifact routes, to an agent
@@ -53,8 +55,10 @@ CLAUSES: tuple[str, ...] = ("MWP-IDN-004",)
 log = logging.getLogger(__name__)
 
 PERFORMANCE_PREFIX: Final = "/registry/performance/"
-# The Groups the store lists are read again at most this often (hinted ones at once).
+# New Groups are looked for in the store's listing at most this often (hinted ones are read
+# at once); every known Group is read again after the safety net.
 REFRESH_SECONDS: Final = 1.0
+SAFETY_NET_SECONDS: Final = 30.0
 _GROUPS: Final = "groups/"
 
 
@@ -77,6 +81,10 @@ def _no_id(sequence: int) -> str | None:
     return None
 
 
+def _due(last: float | None, now: float, seconds: float) -> bool:
+    return last is None or now - last >= seconds
+
+
 class RegistryPerformance:
     """Every Worker's performance records, from all the Organization's Group logs."""
 
@@ -87,16 +95,19 @@ class RegistryPerformance:
         authority: Principal,
         *,
         refresh_seconds: float = REFRESH_SECONDS,
+        safety_net_seconds: float = SAFETY_NET_SECONDS,
     ) -> None:
         self.store = store
         self.evidence = evidence
         self.authority = authority
         self.refresh_seconds = refresh_seconds
+        self.safety_net_seconds = safety_net_seconds
         self.ledger = PerformanceLedger()
         self._logs: dict[str, _Log] = {}
         self._foreign: set[str] = set()
         self._hinted: set[str] = set()
         self._listed_at: float | None = None
+        self._reread_at: float | None = None
         self._lock = asyncio.Lock()
 
     def hint(self, group_id: str) -> None:
@@ -106,16 +117,17 @@ class RegistryPerformance:
     async def refresh(self) -> None:
         """Read what the logs hold beyond the positions reached."""
         async with self._lock:
-            loop = asyncio.get_running_loop()
-            hinted, self._hinted = self._hinted, set()
-            if self._listed_at is None or loop.time() - self._listed_at >= self.refresh_seconds:
-                self._listed_at = loop.time()
-                listed = await asyncio.to_thread(self._list)
+            now = asyncio.get_running_loop().time()
+            groups, self._hinted = self._hinted, set()
+            if _due(self._listed_at, now, self.refresh_seconds):
+                self._listed_at = now
+                known = self._logs.keys() | self._foreign
+                groups |= set(await asyncio.to_thread(self._list)) - known
+            if _due(self._reread_at, now, self.safety_net_seconds):
+                self._reread_at = now
                 for found in self._logs.values():
                     found.fault = False  # read again: the fault may have passed
-                groups = set(listed) | hinted
-            else:
-                groups = hinted
+                groups |= self._logs.keys()
             if not groups - self._foreign:
                 return
             evidence = await self.evidence()

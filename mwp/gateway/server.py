@@ -201,7 +201,10 @@ class Gateway:
             authority.started = self.authorizations.prefetch
         # The Registry's performance records, a projection of every Group log (MWP-IDN-004).
         self.performance = RegistryPerformance(
-            authority.store, authority.evidence, group_authority(authority.organization_id)
+            authority.store,
+            authority.evidence,
+            group_authority(authority.organization_id),
+            safety_net_seconds=options.safety_net_seconds,
         )
 
     @contextlib.asynccontextmanager
