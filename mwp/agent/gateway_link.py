@@ -37,6 +37,7 @@ from mwp.agent.offline import DEFAULT_GRACE_SECONDS, Disconnected
 from mwp.contracts.errors import RemoteMwpError
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.models.websocket_frame import AckFrame, ErrorFrame, EventFrame
+from mwp.core.organization.performance import PerformanceRecord
 from mwp.core.wire.values import b64url_encode
 from mwp.gateway.client import GatewayClient
 from mwp.gateway.frames import Incoming, new_frame_id, now_text
@@ -375,6 +376,13 @@ class GatewayLink:
         for source in cited:
             views.learn(source)
         return cited
+
+    async def performance_records(
+        self, agent_id: str, capability: str | None = None
+    ) -> list[PerformanceRecord]:
+        """The Registry's performance records of ``agent_id`` (for a Coordinator's offers)."""
+        with self._reaching():
+            return await self.client.performance_records(self.artifacts_url, agent_id, capability)
 
     async def download(self, group_id: str, content_hash: str) -> bytes:
         with self._reaching():

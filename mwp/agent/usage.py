@@ -19,6 +19,7 @@ from typing import Any
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.allocation import DIMENSIONS, allocation, figures
 from mwp.core.group.resource_usage import FINANCIAL, ResourceUsage
+from mwp.core.organization.performance import BUDGET_EXHAUSTED
 
 CLAUSES: tuple[str, ...] = ("MWP-AUT-004",)
 
@@ -118,8 +119,9 @@ class RunUsage:
 
 def exhausted(dimension: str, detail: str) -> str:
     """The ``requiredResolution`` of work paused because its budget is exhausted."""
+    # Worded as the performance records recognize it (``budget_exceeded``).
     return (
-        f"budget exhausted: {dimension} ({detail}); the Coordinator must raise the budget "
+        f"{BUDGET_EXHAUSTED}: {dimension} ({detail}); the Coordinator must raise the budget "
         "or settle the WorkItem"
     )
 

@@ -4,10 +4,14 @@
     mwp registry add-human NAME        a human's key, registered as a signing-key binding
     mwp registry add-agent NAME        an agent's key and Agent Card, then a new session
     mwp registry show [--json]         bindings, Agent Cards and Session Epochs
+    mwp registry performance AGENT [--capability ID@VERSION] [--json]
+                                       the agent's performance records, from the Group logs
 
 Keys are JSON files under ``<state>/keys/`` (mode 0600; seeds are never printed); the
 Organization's ID is remembered in ``<state>/organization.json``. Needs a running stack
-(``mwp dev``, or ``--address`` of another Temporal).
+(``mwp dev``, or ``--address`` of another Temporal). ``performance`` reads the Group logs in
+the object store too (``--store``, as ``mwp log``): it is for the authority zone's operators,
+who see every Event of the record.
 """
 
 from __future__ import annotations
@@ -75,6 +79,25 @@ def register(subparsers: Any) -> None:
     show = actions.add_parser("show", parents=[common], help="show the registry")
     show.add_argument("--json", action="store_true", help="print the full state as JSON")
     show.set_defaults(handler=_handler(_show))
+
+    performance = actions.add_parser(
+        "performance",
+        parents=[common],
+        help="an agent's performance records, per capability, from every Group log",
+        description="Derive the agent's capability-specific performance records from the "
+        "Organization's signed Group logs: per outcome, the Events that prove it.",
+    )
+    performance.add_argument("agent", metavar="AGENT", help="the agent's ID")
+    performance.add_argument("--capability", metavar="ID@VERSION", help="only this capability")
+    performance.add_argument(
+        "--store",
+        default=None,
+        help="the Group logs' folder or s3://bucket[/prefix] (default $MWP_OBJECT_STORE, "
+        "else .mwp/objects)",
+    )
+    performance.add_argument("--org", help="Organization ID (default: from the state folder)")
+    performance.add_argument("--json", action="store_true", help="print the records as JSON")
+    performance.set_defaults(handler=_handler(_performance))
 
 
 def _handler(action: Any) -> Any:
@@ -191,4 +214,41 @@ async def _show(args: argparse.Namespace) -> int:
         for agent_id in sorted(set(cards) | set(epochs)):
             card = f"card v{cards[agent_id]}" if agent_id in cards else "no card"
             print(f"  {agent_id:<40} {card}, Session Epoch {epochs.get(agent_id, '-')}")
+    return 0
+
+
+async def _performance(args: argparse.Namespace) -> int:
+    import os
+
+    from mwp.cli.log import DEFAULT_STORE, STORE_ENV
+    from mwp.client import connect
+    from mwp.client.state_dir import StateDirError, organization_id_of
+    from mwp.contracts.messages import group_authority
+    from mwp.gateway.performance import RegistryPerformance
+    from mwp.stores.objects import open_store
+
+    try:
+        organization_id = organization_id_of(args.state_dir, args.org)
+    except StateDirError as exc:
+        raise RegistrationError(str(exc)) from None
+    client = await connect(args.address, args.namespace)
+    location = str(args.store or os.environ.get(STORE_ENV) or DEFAULT_STORE)
+    records = RegistryPerformance(
+        open_store(location),
+        client.registry(organization_id).evidence,
+        group_authority(organization_id),
+    )
+    await records.refresh()
+    found = records.records(args.agent, args.capability)
+    if args.json:
+        print(json.dumps({"agentId": args.agent, "records": [r.to_json() for r in found]}))
+        return 0
+    print(f"Agent         {args.agent}")
+    if not found:
+        print("              no performance record")
+    for record in found:
+        print(f"Capability    {record.capability}")
+        for outcome, count in record.counts.items():
+            cited = ", ".join(record.cited[outcome])
+            print(f"  {outcome:<18} {count:>4}  {cited}".rstrip())
     return 0

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -53,8 +53,8 @@ from mwp.coordinator import codec
 from mwp.coordinator.decisions import CurrentLink, DecisionFailedError, Decisions
 from mwp.coordinator.declaration import Coordinator, Plan, Review, ReviewContext
 from mwp.coordinator.journal import PlanJournal
+from mwp.coordinator.performance import CITED, REGISTRY_RULE, PerformanceRecords
 from mwp.coordinator.performance import RULE as PERFORMANCE_RULE
-from mwp.coordinator.performance import PerformanceRecords
 from mwp.coordinator.reconcile import (
     ApproveChild,
     Authorize,
@@ -87,6 +87,7 @@ from mwp.core.group.context_package import PUBLISH_KIND, PUBLISHED_KIND
 from mwp.core.group.ids import derive_id
 from mwp.core.group.kinds import COORDINATOR_KINDS
 from mwp.core.models.websocket_frame import EventFrame
+from mwp.core.organization.performance import PerformanceRecord, choose
 from mwp.core.wire.values import format_utc
 from mwp.gateway import MEMBER_GROUPS
 from mwp.gateway.frames import Incoming
@@ -185,8 +186,10 @@ class CoordinatorRuntime:
         self.groups: dict[str, GroupProjection] = {}
         self.changed = asyncio.Event()
         self.steps_taken = 0
-        # Rebuilt from the logs on every connection, as the projections are.
+        # Its own records, the fallback when the Registry's are not served: rebuilt from the
+        # logs on every connection, as the projections are.
         self.performance = PerformanceRecords()
+        self.registry_records: bool | None = None  # whether the gateway served them last
 
     # --- the log ----------------------------------------------------------------------------
 
@@ -212,10 +215,8 @@ class CoordinatorRuntime:
                 "stored Cursor or a compacted log); left alone"
             )
             return
-        if event.get("workItemId") and int(event["sequence"]) == group.authority.sequence + 1:
-            with contextlib.suppress(KeyError):  # the item's view before the Event
-                before = group.authority.work_item_view(str(event["workItemId"]))
-                self.performance.observe(event, before)
+        if int(event["sequence"]) == group.authority.sequence + 1:
+            self.performance.follow(event)
         try:
             if group.authority.follow(event):
                 group.note(event)
@@ -461,12 +462,15 @@ class CoordinatorRuntime:
     async def _offer(self, group: GroupProjection, mission: Json, step: Offer) -> None:
         available = format_utc(self.clock() + timedelta(seconds=60))
         capability = "@".join(step.capability)
-        chosen = self.performance.choose(step.candidates, capability)
+        records, rule = await self._records(step.candidates, capability)
+        chosen = choose(step.candidates, records)
+        # The records decided the order, or whom to leave out, once any candidate has one.
+        used = any(r.setbacks or r.counts.get("completed") for r in records.values())
         candidates = []
         for agent_id in chosen:
-            cited = self.performance.evidence(agent_id, capability)
-            rules = [PERFORMANCE_RULE] if cited or len(chosen) < len(step.candidates) else []
-            basis = selection_basis(step.capability, available, cited, rules)
+            record = records.get(agent_id)
+            cited = record.evidence(CITED) if record is not None else []
+            basis = selection_basis(step.capability, available, cited, [rule] if used else [])
             candidates.append({"agentId": agent_id, "selectionBasis": basis})
         payload: Json = {
             "candidates": candidates,
@@ -486,6 +490,28 @@ class CoordinatorRuntime:
                 dependencies=dependencies,
             )
         await self._send(group, "work.offer", payload, work_item_id=step.work_item_id)
+
+    async def _records(
+        self, candidates: Sequence[str], capability: str
+    ) -> tuple[dict[str, PerformanceRecord], str]:
+        """The candidates' records and the rule that names them: the Registry's, through the
+        gateway; its own when the gateway serves none (said once per change)."""
+        try:
+            answers = await asyncio.gather(
+                *(self.link.performance_records(a, capability) for a in candidates)
+            )
+        except (MwpError, OSError, TimeoutError, ValueError, KeyError) as error:
+            if self.registry_records is not False:
+                why = error.code.value if isinstance(error, MwpError) else type(error).__name__
+                self.report(
+                    f"the Registry's performance records are not served ({why}); offering on "
+                    "this Coordinator's own records"
+                )
+            self.registry_records = False
+            return self.performance.records(candidates, capability), PERFORMANCE_RULE
+        self.registry_records = True
+        found = {r.agent_id: r for answer in answers for r in answer if r.capability == capability}
+        return found, REGISTRY_RULE
 
     async def _promote(self, group: GroupProjection, mission: Json, step: Promote) -> None:
         """``mission.create_child``: the item runs as a child Mission with the item's budget

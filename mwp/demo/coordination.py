@@ -1,19 +1,21 @@
 """The Coordinators' checks, from the signed logs: the lead made a child Mission of the small
 Mission's release notes, the steward coordinated it in its own Group, the lead approved it as
-its MissionOwner and that approval verified the parent's WorkItem; and the offers cite the
-Coordinator's performance records."""
+its MissionOwner and that approval verified the parent's WorkItem; and the offers rest on the
+Registry's performance records and cite their Events."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from mwp.coordinator.performance import REGISTRY_RULE, RULE
+from mwp.core.organization.performance import PerformanceLedger
 from mwp.demo import cast
 from mwp.demo.groups import GroupEvents, proof
 from mwp.demo.report import Report
 
 Json = dict[str, Any]
 COORDINATED = ("work.authorized", "work.offer.created", "work.result.accepted")
-RECORDS_RULE = "coordinator.performance-records"
+RECORDS_RULES = (RULE, REGISTRY_RULE)  # the Coordinator's own records, or the Registry's
 
 
 def prove_child(report: Report, small: GroupEvents, child: GroupEvents) -> None:
@@ -89,7 +91,8 @@ def prove_selection(report: Report, logs: dict[str, GroupEvents]) -> None:
         for candidate in offer["payload"]["offers"]:
             basis = candidate["selectionBasis"]
             cited = [by_id.get(i) for i in basis.get("reliabilityEvidence", [])]
-            if cited and RECORDS_RULE in basis.get("policyRulesApplied", []):
+            rules = set(basis.get("policyRulesApplied", []))
+            if cited and rules & set(RECORDS_RULES):
                 citing.append((offer, candidate["agentId"], cited))
     report.check(
         "coordinator.selection_cites_records",
@@ -102,6 +105,43 @@ def prove_selection(report: Report, logs: dict[str, GroupEvents]) -> None:
             for e in cited
         ),
         "offers made after a Worker's results were accepted cite those acceptances in its "
-        "selection basis (the Coordinator's performance records, kept apart from Agent Cards)",
+        "selection basis (performance records, kept apart from Agent Cards)",
         offers=proof([offer for offer, _, _ in citing[:3]]),
+    )
+    _prove_registry(report, logs)
+
+
+def _prove_registry(report: Report, logs: dict[str, GroupEvents]) -> None:
+    """The offers rest on the Registry's records: named by its rule, and every Event they cite
+    proves an outcome of that candidate (the same classifier over all the logs) in a Group the
+    offering Coordinator is a member of."""
+    ledger = PerformanceLedger()
+    for events in logs.values():
+        for event in events.events:
+            ledger.evolve(event)
+    group_of = {e["eventId"]: name for name, g in logs.items() for e in g.events}
+    members = {
+        name: {e["payload"]["membership"]["member"]["id"] for e in g.of("membership.changed")}
+        for name, g in logs.items()
+    }
+    offers, cited = [], []
+    for offer in (e for g in logs.values() for e in g.of("work.offer.created")):
+        for candidate in offer["payload"]["offers"]:
+            basis = candidate["selectionBasis"]
+            if REGISTRY_RULE not in basis.get("policyRulesApplied", []):
+                continue
+            offers.append(offer)
+            proven = {o.event_id for o in ledger.outcomes(candidate["agentId"])}
+            for event_id in basis.get("reliabilityEvidence", []):
+                name = group_of.get(event_id)
+                member = name is not None and offer["actor"]["id"] in members[name]
+                cited.append((event_id, event_id in proven and member))
+    report.check(
+        "registry.performance_records",
+        bool(offers) and bool(cited) and all(ok for _, ok in cited),
+        "the Coordinator's offers rest on the Registry's performance records (rule "
+        f"{REGISTRY_RULE}), and every Event they cite proves an outcome of that candidate in a "
+        "Group the Coordinator is a member of",
+        offers=proof(offers[:3]),
+        cited=[event_id for event_id, _ in cited[:5]],
     )

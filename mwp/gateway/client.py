@@ -33,6 +33,7 @@ from mwp import PROTOCOL_VERSION
 from mwp.client import Identity
 from mwp.contracts.errors import RemoteMwpError
 from mwp.core.models.websocket_frame import AckFrame, ErrorFrame, EventFrame
+from mwp.core.organization.performance import PerformanceRecord
 from mwp.core.wire.strict_json import parse_bytes
 from mwp.core.wire.values import b64url_encode
 from mwp.gateway.artifacts import (
@@ -51,6 +52,7 @@ from mwp.gateway.frames import (
 )
 from mwp.gateway.hello import init_frame, response_frame
 from mwp.gateway.https import OCTETS, Response, request
+from mwp.gateway.performance import performance_path
 from mwp.gateway.tls import certificate_hash
 from mwp.log.delivery import EventIdWindow
 from mwp.stores.artifacts import ArtifactIntegrityError
@@ -294,6 +296,22 @@ class GatewayClient:
             raise RemoteMwpError(answer)
         events: list[dict[str, Any]] = answer["events"]
         return events
+
+    async def performance_records(
+        self, artifacts_url: str, agent_id: str, capability: str | None = None
+    ) -> list[PerformanceRecord]:
+        """The Registry's performance records of ``agent_id`` (this Agent a Coordinator of the
+        Organization): every outcome counted, the Events this Agent may see cited."""
+        response = await self._artifact_request(
+            artifacts_url,
+            "GET",
+            performance_path(agent_id, capability),
+            max_bytes=MAX_ARTIFACT_BYTES,
+        )
+        answer = parse_bytes(response.body)
+        if response.status != 200:
+            raise RemoteMwpError(answer)
+        return [PerformanceRecord.from_json(r) for r in answer["records"]]
 
     async def upload_artifact(self, artifacts_url: str, group_id: str, data: bytes) -> str:
         """Upload ``data`` for ``group_id`` (this Agent an active Worker of it); its hash."""

@@ -28,7 +28,9 @@ with a typed ``ERROR`` frame naming it, and the connection carries on. Served no
 * Artifacts, on a second TLS 1.3 listener (``artifact_port``; the WebSocket library reads no
   request bodies): HTTPS routes of :mod:`mwp.gateway.artifacts`, authorized by the session
   token of a connection's live session (it stops working when that session ends); on the same
-  listener, the Authorization Service's capability-token routes (:mod:`mwp.gateway.authorization`).
+  listener, the Authorization Service's capability-token routes (:mod:`mwp.gateway.authorization`)
+  and the Registry's performance records for the Organization's Coordinators
+  (:mod:`mwp.gateway.performance`).
 
 Delivery is pushed: the mirror's hints (:mod:`mwp.gateway.hints`) wake the Groups' readers, in
 process and, with ``hint_listen``, over UDP from other processes of the authority zone.
@@ -96,6 +98,8 @@ from mwp.gateway.hello import (
 )
 from mwp.gateway.hints import BOARD, listen_udp
 from mwp.gateway.https import Request, Response, start_server
+from mwp.gateway.performance import RegistryPerformance, is_performance_route
+from mwp.gateway.performance import serve as serve_performance
 from mwp.gateway.subscriptions import Feed, GroupReader, Readers
 
 CLAUSES: tuple[str, ...] = ("MWP-EVT-011", "MWP-IDN-006", "MWP-IDN-008")
@@ -195,6 +199,13 @@ class Gateway:
         )
         if isinstance(authority, TemporalAuthority):
             authority.started = self.authorizations.prefetch
+        # The Registry's performance records, a projection of every Group log (MWP-IDN-004).
+        self.performance = RegistryPerformance(
+            authority.store,
+            authority.evidence,
+            group_authority(authority.organization_id),
+            safety_net_seconds=options.safety_net_seconds,
+        )
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -219,6 +230,7 @@ class Gateway:
         self.readers.notify(group_id, last_sequence)
         self.discovery.hint(group_id, last_sequence)
         self.authority.notify(group_id, last_sequence)
+        self.performance.hint(group_id)
 
     @contextlib.asynccontextmanager
     async def listening(
@@ -262,7 +274,10 @@ class Gateway:
         self._gauge.set(len(self.open_connections) - live, {"authenticated": "false"})
 
     async def routes(self, request: Request) -> Response:
-        """Serve one Artifact or authorization request."""
+        """Serve one Artifact, authorization or performance-record request."""
+        if is_performance_route(request.target):
+            session = await ArtifactRoutes.session(request, self.session_of)
+            return await serve_performance(self.performance, session, request)
         route = authorization.route_of(request.target)
         if route is not None:
             session = await ArtifactRoutes.session(request, self.session_of)

@@ -59,6 +59,7 @@ REQUIRED = {
     "log.full.verifies",
     "log.small.verifies",
     "log.child.verifies",
+    "registry.performance_records",
 }
 
 

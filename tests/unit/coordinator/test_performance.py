@@ -1,13 +1,17 @@
-"""Performance records a Coordinator keeps from the logs it reads (mwp.coordinator.performance):
-per Worker and capability, the Events of each outcome; its offers leave out a Worker whose
-record is mostly failures, order the rest by record, and cite the Events they rest on."""
+"""Performance records a Coordinator keeps from the logs it reads (mwp.coordinator.performance,
+its fallback when the gateway serves no Registry records): per Worker and capability, the
+Events of each outcome; its offers leave out a Worker whose record is mostly setbacks, order
+the rest by record, and cite the Events they rest on."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from mwp.coordinator.performance import RULE, PerformanceRecords
+import pytest
+
+from mwp.coordinator.performance import CITED, REGISTRY_RULE, RULE, PerformanceRecords
 from mwp.coordinator.reconcile import selection_basis
+from mwp.core.organization.performance import OUTCOMES, choose
 from tests.unit.coordinator.test_projection import runtime
 from tests.unit.group.harness import COORD, W1, W2, Harness, item_id, mission_harness
 
@@ -46,38 +50,33 @@ def test_outcomes_are_recorded_per_worker_and_capability_with_their_events(tmp_p
 
     records = records_of(h, tmp_path)
 
-    capability = next(iter({c for _, c in records.records}))
-    assert records.record(W1.id, capability)["completed"] == 1
-    assert records.record(W2.id, capability) == {
-        "completed": 0,
-        "failed": 2,
-        "lease_expired": 0,
-        "start_missed": 0,
+    capability = "acme.software.python@2.1.0"
+    assert records.record(W1.id, capability).counts["completed"] == 1
+    assert records.record(W2.id, capability).counts == {
+        **dict.fromkeys(OUTCOMES, 0),
+        "changes_requested": 2,
+        "reassigned": 0,
     }
     accepted = [e["eventId"] for e in h.events if e["kind"] == "work.result.accepted"]
-    assert records.evidence(W1.id, capability) == accepted
+    assert records.record(W1.id, capability).evidence(CITED) == accepted
     failed = [e["eventId"] for e in h.events if e["kind"] == "work.failed"]
-    assert records.evidence(W2.id, capability) == failed
-    # W2's record is mostly failures: left out while W1 can take it; alone, still offered.
-    assert records.choose([W2.id, W1.id], capability) == [W1.id]
-    assert records.choose([W2.id], capability) == [W2.id]
-    assert records.record("urn:example:agent:nobody", capability)["completed"] == 0
+    assert records.record(W2.id, capability).evidence(CITED) == failed
+    # W2's record is mostly setbacks: left out while W1 can take it; alone, still offered.
+    assert choose([W2.id, W1.id], records.records([W2.id, W1.id], capability)) == [W1.id]
+    assert choose([W2.id], records.records([W2.id], capability)) == [W2.id]
+    assert records.record("urn:example:agent:nobody", capability).counts["completed"] == 0
 
 
-def test_an_offer_citing_the_record_is_accepted_by_the_authority(tmp_path: Any) -> None:
+@pytest.mark.parametrize("rule", [RULE, REGISTRY_RULE])
+def test_an_offer_citing_the_record_is_accepted_by_the_authority(tmp_path: Any, rule: str) -> None:
     h = mission_harness()
     h.verify("a", W1)
     records = records_of(h, tmp_path)
-    capability = next(iter({c for _, c in records.records}))
-    basis = selection_basis(
-        ("acme.software.python", "2.1.0"),
-        h.now,
-        records.evidence(W1.id, capability),
-        [RULE],
-    )
+    cited = records.record(W1.id, "acme.software.python@2.1.0").evidence(CITED)
+    basis = selection_basis(("acme.software.python", "2.1.0"), h.now, cited, [rule])
     h.authorize("next")
     offered = h.offer("next", W1, candidates=[{"agentId": W1.id, "selectionBasis": basis}])
     (event,) = [e for e in offered.events if e["kind"] == "work.offer.created"]
     chosen = event["payload"]["offers"][0]["selectionBasis"]
-    assert chosen["reliabilityEvidence"] == records.evidence(W1.id, capability)
-    assert RULE in chosen["policyRulesApplied"]
+    assert chosen["reliabilityEvidence"] == cited
+    assert rule in chosen["policyRulesApplied"]

@@ -28,6 +28,7 @@ from mwp.coordinator.decisions import Handlers, InProcessDecisions
 from mwp.coordinator.journal import PlanJournal
 from mwp.coordinator.remaining_plan import remaining_plan
 from mwp.coordinator.runtime import CoordinatorRuntime
+from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.api import RULES_CONTEXT
 from mwp.core.group.context_package import PUBLISH_KIND, PUBLISHED_KIND
 from mwp.core.trust.registry import Principal
@@ -59,6 +60,10 @@ class PureLink:
     async def command(self, command: Mapping[str, Any]) -> list[dict[str, Any]]:
         self.sent.append(dict(command))
         return list(self.h.send(dict(command)).events)
+
+    async def performance_records(self, agent_id: str, capability: str | None = None) -> Any:
+        # A gateway that serves no Registry records: the runtime offers on its own.
+        raise MwpError(ErrorCode.INTERNAL_ERROR, "no Registry records here")
 
 
 def coordinator(agent: Principal = COORD) -> Coordinator:
