@@ -356,6 +356,10 @@ class Coordinator:
                     {"agentId": item.agent_id, "selectionBasis": selection_basis(in_seconds(60))}
                 ],
                 "expiresAt": in_seconds(3600),
+                # Start within the contract's day: before its first runs the agent's Scheduler
+                # estimates each run at its declared mean (600 s) and the worst case at its fair
+                # share of 20 Groups, past the default hour, and would decline (deadline).
+                "startWithinSeconds": 86400,
                 # The agent is new to the Group: the offer carries its signed Context Package.
                 "contextPackage": await mission.handle.offer_context_package(
                     self.identity, item.work_item_id
@@ -745,6 +749,7 @@ async def describe_stuck(
                 f"{len(declined)} declined, last outcomes "
                 f"{[o['status'] for o in status['outcomes'][-3:]]}"
             )
+            lines.extend(f"    declined: {decision}" for decision in declined)
     return lines
 
 

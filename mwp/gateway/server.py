@@ -75,6 +75,7 @@ from mwp.core.wire.values import b64url_encode, format_utc
 from mwp.gateway import authorization
 from mwp.gateway.artifacts import MAX_ARTIFACT_BYTES, ArtifactGate, ArtifactRoutes
 from mwp.gateway.authority import Authority, TemporalAuthority, group_not_found
+from mwp.gateway.cursor_writes import CursorWrites
 from mwp.gateway.discovery import MEMBER_GROUPS, Discovery, Standing
 from mwp.gateway.frames import (
     MAX_MESSAGE_BYTES,
@@ -169,6 +170,7 @@ class Gateway:
             self.readers, authority.running_groups, safety_net_seconds=options.safety_net_seconds
         )
         self.hint_address: tuple[str, int] | None = None
+        self.cursor_writes = CursorWrites(authority.cursors)
         self.artifact_address: tuple[str, int] | None = None
         # The live sessions of this gateway's connections, by token (the Artifact routes').
         self.sessions: dict[str, Session] = {}
@@ -224,6 +226,7 @@ class Gateway:
                 BOARD.remove(token)
             await self.discovery.close()
             await self.readers.close()
+            await self.cursor_writes.all_stored()
 
     def notify(self, group_id: str, last_sequence: int) -> None:
         """A hint: wake the Group's reader, and find the Group for standing subscribers."""
@@ -358,6 +361,8 @@ class Connection:
                 task.cancel()
             self.set_session(None)
             await self.end_feeds()
+            if self.agent_id is not None:
+                await self.gateway.cursor_writes.stored(self.agent_id)
 
     async def end_feeds(self) -> None:
         await self.sit_down()
@@ -533,6 +538,7 @@ class Connection:
             await self.send_error(_unavailable(), frame.frame_id)
             return
         try:
+            await self.gateway.cursor_writes.stored(agent_id, [group_id])
             stored = await asyncio.to_thread(self.authority.cursors.load, group_id, agent_id)
         except Exception:
             log.exception("loading a Cursor of %s failed", group_id)
@@ -657,6 +663,7 @@ class Connection:
                 await readers.release(group_id)
             return
         try:
+            await self.gateway.cursor_writes.stored(session.agent_id, [group_id])
             stored = await asyncio.to_thread(
                 self.authority.cursors.load, group_id, session.agent_id
             )
@@ -687,8 +694,9 @@ class Connection:
         for feed, sequence in checked:
             if sequence <= feed.acknowledged:
                 continue  # a Cursor never moves back
-            cursor = feed.cursor(sequence)
-            await asyncio.to_thread(self.authority.cursors.save, session.agent_id, cursor)
+            # Stored beside the frame loop (mwp.gateway.cursor_writes): a PING, a new feed of
+            # the Group and the connection's end wait for it; the next frame does not.
+            self.gateway.cursor_writes.acknowledge(session.agent_id, feed.cursor(sequence))
             feed.acknowledge(sequence)
 
     # --- PING -----------------------------------------------------------------------------
@@ -711,6 +719,8 @@ class Connection:
         session.prolong(self.gateway.clock(), self.gateway.options.hello)
         if frame.reply_to_nonce is not None:
             return  # a reply to a PING of ours: nothing to echo
+        # The echo tells the Agent its earlier frames are decided: its ACKs stored too.
+        await self.gateway.cursor_writes.stored(session.agent_id)
         await self.send(
             {
                 "protocolVersion": PROTOCOL_VERSION,
