@@ -121,11 +121,17 @@ class AgentActivities:
         work_item_id: str,
     ) -> Json:
         if self.gateway is not None:
-            return await self.gateway.current().send(
+            link = self.gateway.current()
+            # The AgentWorkflow decided this under the Session it knew; a retry carried over a
+            # restart runs in the process of a newer Session, whose connection the gateway
+            # holds to that Session: signed under the old one it would be refused on every
+            # attempt (AUTH_STALE_SESSION) and the offer never answered. A process older than
+            # the decision (a zombie) keeps the decision's Session and is refused, as it must.
+            return await link.send(
                 kind,
                 payload,
                 group_id=group_id,
-                session_epoch=session_epoch,
+                session_epoch=max(session_epoch, link.session_epoch),
                 work_item_id=work_item_id,
             )
         mission = MissionHandle(self.client, mission_id, group_id)
