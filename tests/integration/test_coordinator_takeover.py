@@ -27,7 +27,6 @@ from mwp.contracts.errors import RemoteMwpError
 from mwp.coordinator import Coordinator, Plan, PlanningContext
 from mwp.coordinator.reconcile import work_item_id
 from mwp.coordinator.remaining_plan import remaining_plan
-from mwp.coordinator.runtime import run_coordinator
 from mwp.core.errors import ErrorCode
 from mwp.core.group.context_package import PUBLISHED_KIND
 from mwp.core.trust.registry import Principal
@@ -35,6 +34,8 @@ from mwp.core.wire.values import format_utc
 from mwp.dev.scenario import definition_of_done, mission_budget
 from mwp.dev.stack import ensure_namespace
 from mwp.workers.agent import ensure_registered
+from mwp.workers.coordinator import run_coordinator_worker
+from tests.integration.conftest import stack_address
 from tests.integration.gateway_agents import (
     AGENTS_NAMESPACE,
     address_of,
@@ -204,8 +205,15 @@ async def test_a_replacement_coordinator_continues_a_plan_its_predecessor_never_
 
         ready = asyncio.Event()
         a_run = asyncio.create_task(
-            run_coordinator(
-                a, settings, tmp_path / "a", stop, report=a_report, on_ready=lambda _: ready.set()
+            run_coordinator_worker(
+                a,
+                settings,
+                tmp_path / "a",
+                stop,
+                address=stack_address(),
+                namespace=AGENTS_NAMESPACE,
+                report=a_report,
+                on_ready=lambda _: ready.set(),
             )
         )
         try:
