@@ -22,7 +22,7 @@ from typing import Any
 
 from mwp.agent import CardInfo
 from mwp.client import Identity, MwpClient
-from mwp.client.missions import MissionClient, in_seconds
+from mwp.client.missions import MissionClient, MissionHandle, in_seconds
 from mwp.contracts.errors import RemoteMwpError
 from mwp.coordinator import Coordinator, Plan, PlanningContext
 from mwp.coordinator.reconcile import work_item_id
@@ -120,26 +120,7 @@ async def test_a_replacement_coordinator_takes_over_from_the_latest_package_and_
         assert latest["generatedBy"]["id"] == a.agent_id
         assert [p["version"] for p in packages] == list(range(1, len(packages) + 1))
         async with coordinating(b, settings, tmp_path / "b", b_lines):
-
-            async def appointed() -> bool:
-                try:
-                    await mission.send(
-                        owner,
-                        "mission.assign_coordinator",
-                        {"agentId": b.agent_id, "contextPackageId": latest["contextPackageId"]},
-                    )
-                except RemoteMwpError as error:
-                    if "no open Session" not in str(error.message):
-                        raise
-                    return False  # the Registry's notice of B's Session is on its way
-                return True
-
-            await eventually(appointed, timeout=30, interval=0.5)
-
-            async def awaiting_approval() -> bool:
-                return bool((await mission.view())["state"] == "awaiting_approval")
-
-            await eventually(awaiting_approval, timeout=120)
+            await appoint_and_finish(mission, owner, b.agent_id, latest["contextPackageId"])
         view = await mission.view()
         assert {w["workItemId"]: w["state"] for w in view["workItems"]} == dict.fromkeys(
             ids, "verified"
@@ -240,26 +221,7 @@ async def test_a_replacement_coordinator_continues_a_plan_its_predecessor_never_
         assert [r.work_item_id for r in remaining_plan(latest)] == ids
 
         async with coordinating(b, settings, tmp_path / "b", b_lines):
-
-            async def appointed() -> bool:
-                try:
-                    await mission.send(
-                        owner,
-                        "mission.assign_coordinator",
-                        {"agentId": b.agent_id, "contextPackageId": latest["contextPackageId"]},
-                    )
-                except RemoteMwpError as error:
-                    if "no open Session" not in str(error.message):
-                        raise
-                    return False  # the Registry's notice of B's Session is on its way
-                return True
-
-            await eventually(appointed, timeout=30, interval=0.5)
-
-            async def awaiting_approval() -> bool:
-                return bool((await mission.view())["state"] == "awaiting_approval")
-
-            await eventually(awaiting_approval, timeout=120)
+            await appoint_and_finish(mission, owner, b.agent_id, latest["contextPackageId"])
         view = await mission.view()
         assert {w["workItemId"]: w["state"] for w in view["workItems"]} == dict.fromkeys(
             ids, "verified"
@@ -272,3 +234,30 @@ async def test_a_replacement_coordinator_continues_a_plan_its_predecessor_never_
 
     (took,) = [line for line in b_lines if "took over" in line]
     assert "adopted 3 WorkItems (3 planned)" in took, b_lines
+
+
+async def appoint_and_finish(
+    mission: MissionHandle, owner: Identity, agent_id: str, context_package_id: str
+) -> None:
+    """The MissionOwner appoints ``agent_id`` with the package (its runtime runs first: the
+    appointment binds the Session its HELLO opened), then the Mission reaches Approval."""
+
+    async def appointed() -> bool:
+        try:
+            await mission.send(
+                owner,
+                "mission.assign_coordinator",
+                {"agentId": agent_id, "contextPackageId": context_package_id},
+            )
+        except RemoteMwpError as error:
+            if "no open Session" not in str(error.message):
+                raise
+            return False  # the Registry's notice of the new Session is on its way
+        return True
+
+    await eventually(appointed, timeout=30, interval=0.5)
+
+    async def awaiting_approval() -> bool:
+        return bool((await mission.view())["state"] == "awaiting_approval")
+
+    await eventually(awaiting_approval, timeout=120)
