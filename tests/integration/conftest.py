@@ -30,7 +30,7 @@ import pytest
 from mwp.client import Identity, MwpClient, OrganizationRegistryClient, connect
 from mwp.contracts.messages import group_authority
 from mwp.core.trust.registry import Principal
-from mwp.dev.stack import BackgroundStack, StackConfig, free_port
+from mwp.dev.stack import BackgroundStack, StackConfig, StackError, free_port
 from mwp.log.keys import AuthorityKeyring, provision_group_authority
 
 # Dynamic config of the test server. Later suites may lower limits here (for example
@@ -57,17 +57,29 @@ def stack_address() -> str:
     return address
 
 
+STARTS = 3  # attempts to start the session's dev server
+
+
 @pytest.fixture(scope="session")
 def temporal_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundStack]:
     existing = os.environ.get("MWP_TEST_TEMPORAL_ADDRESS")
-    config = StackConfig(
-        state_dir=tmp_path_factory.mktemp("mwp-stack"),
-        port=free_port(),
-        ui_port=None,  # headless: tests never open the UI
-        temporal_address=existing or None,
-        dynamic_config=TEST_DYNAMIC_CONFIG,
-    )
-    stack = BackgroundStack(config).start()
+    for attempt in range(1, STARTS + 1):
+        config = StackConfig(
+            state_dir=tmp_path_factory.mktemp("mwp-stack"),
+            port=free_port(),
+            ui_port=None,  # headless: tests never open the UI
+            temporal_address=existing or None,
+            dynamic_config=TEST_DYNAMIC_CONFIG,
+        )
+        try:
+            stack = BackgroundStack(config).start()
+            break
+        except StackError:
+            # The dev server picks its HTTP API port itself: two servers starting at once (one
+            # per xdist worker) can pick the same free port, and the one that loses it panics
+            # at start. A server that exits at start is started again on other ports.
+            if existing or attempt == STARTS:
+                raise
     _STACK.update(
         keyring=AuthorityKeyring.in_state_dir(config.state_dir),
         log=config.log_location,
