@@ -74,7 +74,12 @@ from mwp.core.models.websocket_frame import GroupSubscription as GroupSubscripti
 from mwp.core.wire.values import b64url_encode, format_utc
 from mwp.gateway import authorization
 from mwp.gateway.artifacts import MAX_ARTIFACT_BYTES, ArtifactGate, ArtifactRoutes
-from mwp.gateway.authority import Authority, TemporalAuthority, group_not_found
+from mwp.gateway.authority import (
+    GROUP_LOOKUP_SECONDS,
+    Authority,
+    TemporalAuthority,
+    group_not_found,
+)
 from mwp.gateway.cursor_writes import CursorWrites
 from mwp.gateway.discovery import MEMBER_GROUPS, Discovery, Standing
 from mwp.gateway.frames import (
@@ -764,10 +769,39 @@ class Connection:
         self.commands.add(task)
         task.add_done_callback(self.commands.discard)
 
+    async def undisclosed(
+        self, command: dict[str, Any], refusal: MwpError, arrived: float
+    ) -> MwpError:
+        """The refusal to send: for an Agent that was never a member of the Command's Group,
+        the answer a Group that does not exist gets (``GROUP_NOT_FOUND``, no sooner than the
+        lookup of an unknown Group takes), so a COMMAND tells a stranger no more than a
+        SUBSCRIBE does (spec 17.2). Members, current or former, get the Authority's answer."""
+        group_id = command.get("groupId")
+        if refusal.code == ErrorCode.GROUP_NOT_FOUND or not isinstance(group_id, str):
+            return refusal
+        readers = self.gateway.readers
+        try:
+            reader = await readers.acquire(group_id)
+        except Exception:
+            log.exception("reading the Group log of %s failed", group_id)
+            return refusal
+        try:
+            stranger = self.agent_id is None or not reader.timeline.ever_member(self.agent_id)
+        finally:
+            await readers.release(group_id)
+        if not stranger:
+            return refusal
+        lookup = getattr(self.authority, "group_lookup_seconds", GROUP_LOOKUP_SECONDS)
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(max(0.0, arrived + lookup - loop.time()))
+        return group_not_found(group_id)
+
     async def decide(self, frame_id: str, command: dict[str, Any]) -> None:
+        arrived = asyncio.get_running_loop().time()
         try:
             decided = await self.authority.decide(command)
-        except MwpError as exc:
+        except MwpError as refusal:
+            exc = await self.undisclosed(command, refusal, arrived)
             if exc.action_id is None and getattr(exc, "wire", None) is None:
                 exc.action_id = command.get("actionId")
             await self.send_error(exc, frame_id)

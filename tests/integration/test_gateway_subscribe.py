@@ -23,7 +23,7 @@ from mwp.gateway.server import GatewayOptions
 from mwp.log.delivery import ObjectCursorStore
 from mwp.stores.objects import open_store
 from tests.integration.conftest import stack_log_location
-from tests.integration.missions_helper import Crew, MissionRig, new_crew, new_mission
+from tests.integration.missions_helper import Crew, MissionRig, new_crew, new_mission, refused
 from tests.integration.test_gateway import (
     Running,
     authenticated_worker,
@@ -100,6 +100,44 @@ async def nothing_more(client: GatewayClient, inbox: Inbox) -> None:
     assert (dict(inbox.positions), sum(len(v) for v in inbox.events.values()), inbox.errors) == (
         before
     )
+
+
+async def test_a_strangers_command_is_answered_as_for_a_group_that_does_not_exist(
+    gateway: Running, rig: MissionRig, crew: Crew
+) -> None:
+    """A COMMAND tells a stranger no more than a SUBSCRIBE: whatever the Authority would have
+    refused it with, it gets the answer a missing Group gets; a member gets the real one."""
+    stranger, member = crew.spares[0], crew.workers[0]
+    await post(rig, "not for strangers")
+    before = await rig.mission.sequence()
+    real, missing = rig.mission.group_id, new_id()
+    post_payload = {"content": [{"type": "text", "text": "let me in"}]}
+    answers = []
+    async with gateway.client() as client:
+        await client.hello(stranger)
+        for group_id in (real, missing):
+            action_id = "urn:uuid:00000000-0000-4000-8000-000000000031"  # the same both times
+            command = stranger.command(
+                "message.post",
+                post_payload,
+                group_id=group_id,
+                session_epoch=client.session_epoch,
+                membership_epoch=1,
+                action_id=action_id,
+            )
+            error = (await refused(client.command(command))).wire
+            masked = {**error, "occurredAt": "-", "relatedFrameId": "-"}  # its own frame, instant
+            answers.append(json.dumps(masked).replace(group_id, "<group>"))
+        assert answers[0] == answers[1]
+        assert json.loads(answers[0])["code"] == "GROUP_NOT_FOUND"
+    assert await rig.mission.sequence() == before
+    await admit(rig, member)
+    async with gateway.client() as client:  # a member is told what the Authority decided
+        epoch = await authenticated_worker(rig, client, member)
+        conflict = await rig.command(
+            member, "message.post", post_payload, session_epoch=epoch, expected_revision=2**40
+        )
+        assert (await refused(client.command(conflict))).code.value == "REVISION_CONFLICT"
 
 
 def beyond(group_id: str, sequence: int) -> Callable[[Inbox], bool]:
