@@ -108,7 +108,7 @@ from mwp.gateway.performance import RegistryPerformance, is_performance_route
 from mwp.gateway.performance import serve as serve_performance
 from mwp.gateway.subscriptions import Feed, GroupReader, Readers
 
-CLAUSES: tuple[str, ...] = ("MWP-EVT-011", "MWP-IDN-006", "MWP-IDN-008")
+CLAUSES: tuple[str, ...] = ("MWP-EVT-009", "MWP-EVT-011", "MWP-IDN-006", "MWP-IDN-008")
 
 log = logging.getLogger(__name__)
 
