@@ -11,6 +11,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
+from temporalio.client import WorkflowExecutionStatus
+
 from mwp.client import MwpClient
 from mwp.client.missions import MissionHandle
 from mwp.contracts.mission import MISSION_WORKFLOW_TYPE, QUERY_MISSION, mission_workflow_id
@@ -48,24 +50,68 @@ def _listed(view: Mapping[str, Any]) -> Json:
     }
 
 
-async def owned_missions(client: MwpClient, human: Principal) -> list[Json]:
-    """The human's Missions, most recent first (of the LISTED most recent of all)."""
-    ids: list[str] = []
+# A Mission workflow closed this way never runs again (its ID is never reused), so its view is
+# final; a run that continued as new is not: its Mission goes on in the next run.
+_FINAL: Final = frozenset(
+    {
+        WorkflowExecutionStatus.COMPLETED,
+        WorkflowExecutionStatus.FAILED,
+        WorkflowExecutionStatus.CANCELED,
+        WorkflowExecutionStatus.TERMINATED,
+        WorkflowExecutionStatus.TIMED_OUT,
+    }
+)
+
+
+class ClosedViews:
+    """The final views of closed Missions, kept so the list queries each of them once: a
+    closed workflow answers a query only by replaying its whole history."""
+
+    def __init__(self, most: int = LISTED) -> None:
+        self.most = most
+        self._views: dict[str, Json | None] = {}
+        self.queried = 0  # closed Missions queried (a figure for tests and the operator)
+
+    def get(self, workflow_id: str) -> tuple[bool, Json | None]:
+        if workflow_id in self._views:
+            return True, self._views[workflow_id]
+        return False, None
+
+    def keep(self, workflow_id: str, view: Json | None) -> None:
+        self.queried += 1
+        self._views[workflow_id] = view
+        while len(self._views) > self.most:
+            del self._views[next(iter(self._views))]  # the oldest kept
+
+
+async def owned_missions(
+    client: MwpClient, human: Principal, closed: ClosedViews | None = None
+) -> list[Json]:
+    """The human's Missions, most recent first (of the LISTED most recent of all); a closed
+    Mission's view is taken from ``closed`` once it was read."""
+    closed = closed if closed is not None else ClosedViews()
+    final: dict[str, bool] = {}
     query = f'WorkflowType="{MISSION_WORKFLOW_TYPE}"'
     async for execution in client.temporal.list_workflows(query, limit=LISTED):
-        if execution.id not in ids:
-            ids.append(execution.id)
+        # The first row of an ID is its latest run (most recent first).
+        final.setdefault(execution.id, execution.status in _FINAL)
     gate = asyncio.Semaphore(QUERIES)
 
     async def view_of(workflow_id: str) -> Json | None:
+        if final[workflow_id]:
+            known, view = closed.get(workflow_id)
+            if known:
+                return view
         async with gate:
             try:
-                value: Json = await client.query(workflow_id, QUERY_MISSION)
+                value: Json | None = await client.query(workflow_id, QUERY_MISSION) or None
             except Exception:  # gone, or not answering: not listed
-                return None
-            return value or None
+                value = None
+        if final[workflow_id]:
+            closed.keep(workflow_id, value)
+        return value
 
-    views = await asyncio.gather(*(view_of(i) for i in ids))
+    views = await asyncio.gather(*(view_of(i) for i in final))
     return [_listed(v) for v in views if v is not None and owns(v, human)]
 
 

@@ -86,6 +86,7 @@ class Console:
         self.logins = Logins(origin)
         self.clock = clock
         self.decided = 0  # decisions forwarded and accepted (a figure for the operator)
+        self.closed = reading.ClosedViews()  # closed Missions' final views, queried once
 
     # --- the app ---------------------------------------------------------------------------
 
@@ -205,7 +206,8 @@ class Console:
 
     async def _missions(self, request: web.Request) -> web.StreamResponse:
         human = self._login_of(request).principal
-        return web.json_response({"missions": await reading.owned_missions(self.client, human)})
+        missions = await reading.owned_missions(self.client, human, self.closed)
+        return web.json_response({"missions": missions})
 
     async def _owned(self, request: web.Request) -> tuple[Principal, Any, Json]:
         human = self._login_of(request).principal
