@@ -12,12 +12,14 @@ from mwp.coordinator.declaration import (
     ChangesContext,
     ChildMission,
     Coordinator,
+    KnowledgeSource,
     MessageContext,
     Plan,
     PlannedItem,
     PlanningContext,
     ProposalContext,
     Review,
+    ReuseContext,
     ReviewContext,
 )
 
@@ -25,11 +27,13 @@ __all__ = [
     "ChangesContext",
     "ChildMission",
     "Coordinator",
+    "KnowledgeSource",
     "MessageContext",
     "Plan",
     "PlannedItem",
     "PlanningContext",
     "ProposalContext",
+    "ReuseContext",
     "Review",
     "ReviewContext",
 ]
