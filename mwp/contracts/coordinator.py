@@ -5,9 +5,10 @@ A :class:`CoordinatorDecision` names one call of one of the Coordinator's functi
 ``review``, ``on_proposal``, ``on_message``, ``on_changes_requested``, ``reuse``) by what makes
 it that call and no other: the Group, the Coordinator, the Coordinator Epoch it is taken under,
 the handler and the step's own idempotency key (the Mission for ``plan`` and ``reuse``; the
-changes-request Approval, the proposal, the submission, the Message for the others). Its workflow ID derives
-from those five, so asking for the same decision again (a restarted runtime) reaches the same
-workflow and its result, never a second call; a new Coordinator Epoch is a new decision.
+changes-request Approval, the proposal, the submission, the Message for the others). Its
+workflow ID derives from those five, so asking for the same decision again (a restarted
+runtime) reaches the same workflow and its result, never a second call; a new Coordinator
+Epoch is a new decision.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from mwp.coordinator.declaration import (
     PlannedItem,
     PlanningContext,
     ProposalContext,
-    Review,
     ReuseContext,
+    Review,
     ReviewContext,
 )
 

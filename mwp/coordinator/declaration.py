@@ -195,7 +195,9 @@ class KnowledgeSource:
 
     def __post_init__(self) -> None:
         if not is_identifier(self.group_id):
-            raise AgentDeclarationError(f"a knowledge source names its Group, not {self.group_id!r}")
+            raise AgentDeclarationError(
+                f"a knowledge source names its Group, not {self.group_id!r}"
+            )
         if not is_sha256_ref(self.content_hash):
             raise AgentDeclarationError(
                 f"a knowledge source names a sha256: content hash, not {self.content_hash!r}"

@@ -94,8 +94,8 @@ from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group import GroupAuthority
 from mwp.core.group.context_package import PUBLISH_KIND, PUBLISHED_KIND
 from mwp.core.group.ids import derive_id
-from mwp.core.group.knowledge import IMPORT_KIND
 from mwp.core.group.kinds import COORDINATOR_KINDS
+from mwp.core.group.knowledge import IMPORT_KIND
 from mwp.core.models.websocket_frame import EventFrame
 from mwp.core.organization.performance import PerformanceRecord, choose
 from mwp.core.wire.values import format_utc

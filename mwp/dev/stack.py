@@ -595,9 +595,7 @@ class DevStack:
         from mwp.gateway.server import GatewayOptions
 
         meter = None if self._runtime is None else self._runtime.metric_meter
-        return GatewayOptions(
-            metric_meter=meter, reuse_policy=self.config.state_dir / POLICY_FILE
-        )
+        return GatewayOptions(metric_meter=meter, reuse_policy=self.config.state_dir / POLICY_FILE)
 
     @property
     def gateway_url(self) -> str | None:

@@ -9,7 +9,8 @@ token like the Artifact routes:
 ``POST /groups/<targetGroupId>/knowledge-imports`` ``{"sourceGroupId", "contentHash"}``
 
 * asked by anyone but the target Group's current Coordinator (or for a Group that does not
-  exist): ``AUTH_FORBIDDEN`` (``knowledge-reuse/not-coordinator``);
+  exist): ``AUTH_FORBIDDEN``, "Only the Group's current Coordinator asks to import knowledge."
+  (diagnostic ``knowledge-reuse/not-coordinator``);
 * the gateway finds the manifest an ``artifact.published`` Event of the source Group's signed
   log carries and asks the policy (:mod:`mwp.core.organization.knowledge_reuse`, read from its
   file on every request, so an operator's edit counts at once) whether the source Mission may
@@ -19,9 +20,11 @@ token like the Artifact routes:
   (``service`` principal, registered in the Organization's Registry on first use, where the
   Group Authority verifies it); the Coordinator then sends the import itself;
 * otherwise, whether the policy refuses, the source Group or the Artifact does not exist, or
-  the source is the target: one answer, ``AUTH_FORBIDDEN`` (``knowledge-reuse/not-approved``),
-  no sooner than ``refusal_seconds`` after the request, the same work done for every source.
-  Which rule refused goes to the gateway's log, never to the asker.
+  the source is the target: one answer on the wire, ``AUTH_FORBIDDEN`` "No reuse of this
+  Artifact is approved for this Group.", no sooner than ``refusal_seconds`` after the request,
+  the same work done for every source. Why (the policy's rule, ``no-rule``,
+  ``no-such-artifact``, ...) is the error's protected diagnostic and a line of the gateway's
+  log, never the asker's.
 
 Nothing is recorded by asking: an approval only counts once the Group accepts the import.
 """
@@ -71,9 +74,11 @@ def _forbidden(message: str, reason: str, group_id: str) -> MwpError:
     )
 
 
-def not_approved(group_id: str) -> MwpError:
-    """One answer for a refused reuse and a source Group or Artifact that does not exist."""
-    return _forbidden("No reuse of this Artifact is approved for this Group.", "not-approved", group_id)
+def not_approved(group_id: str, reason: str = "not-approved") -> MwpError:
+    """One answer on the wire for a refused reuse and a source Group or Artifact that does not
+    exist; ``reason`` (the policy's rule, or why there is none) stays in the protected
+    diagnostic, which never leaves the authority zone."""
+    return _forbidden("No reuse of this Artifact is approved for this Group.", reason, group_id)
 
 
 def read_policy(path: Path | None) -> ReusePolicy:
@@ -166,7 +171,7 @@ class KnowledgeImports:
             reason,
         )
         await asyncio.sleep(max(0.0, not_before - asyncio.get_running_loop().time()))
-        raise not_approved(target_group_id)
+        raise not_approved(target_group_id, reason)
 
     async def _approved(self, manifest: Json, target: Json, rule: ReuseRule) -> Json:
         await self._ensure_registered()

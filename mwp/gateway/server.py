@@ -100,8 +100,8 @@ from mwp.gateway.hello import (
     verify_response,
 )
 from mwp.gateway.hints import BOARD, listen_udp
-from mwp.gateway.knowledge_imports import KnowledgeImports
 from mwp.gateway.https import Request, Response, start_server
+from mwp.gateway.knowledge_imports import KnowledgeImports
 from mwp.gateway.performance import RegistryPerformance, is_performance_route
 from mwp.gateway.performance import serve as serve_performance
 from mwp.gateway.subscriptions import Feed, GroupReader, Readers

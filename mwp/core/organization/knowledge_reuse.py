@@ -109,7 +109,11 @@ class ReusePolicy:
 def _missions(value: Any, member: str) -> frozenset[str] | None:
     if value == ANY:
         return None
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) and is_identifier(v) for v in value):
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, str) and is_identifier(v) for v in value)
+    ):
         raise ValueError(f'{member}: "*" or a non-empty list of Mission IDs')
     return frozenset(value)
 

@@ -9,7 +9,6 @@ import json
 import pytest
 
 from mwp.agent.declaration import AgentDeclarationError
-
 from mwp.contracts.coordinator import (
     ON_CHANGES_REQUESTED,
     ON_MESSAGE,

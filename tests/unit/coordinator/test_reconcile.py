@@ -47,7 +47,6 @@ from mwp.core.group.knowledge import IMPORT_KIND
 from mwp.core.models import validate_document
 from mwp.core.trust.registry import Principal
 from mwp.core.wire.values import format_utc, parse_timestamp
-from tests.unit.group.test_knowledge_reuse import import_payload as reuse_payload
 from tests.unit.group.harness import (
     ARTIFACT_A,
     COORD,
@@ -59,6 +58,7 @@ from tests.unit.group.harness import (
     Harness,
     item_id,
 )
+from tests.unit.group.test_knowledge_reuse import import_payload as reuse_payload
 
 PLAN = JournaledPlan(
     "initial",

@@ -37,7 +37,6 @@ from mwp.core.group.context_package import PUBLISH_KIND, PUBLISHED_KIND
 from mwp.core.group.knowledge import IMPORT_KIND, IMPORTED_KIND
 from mwp.core.trust.registry import Principal
 from mwp.core.wire.ed25519 import SigningKey
-from tests.unit.group.test_knowledge_reuse import import_payload as reuse_payload
 from tests.unit.group.harness import (
     ARTIFACT_A,
     COORD,
@@ -49,6 +48,7 @@ from tests.unit.group.harness import (
     item_id,
     mission_harness,
 )
+from tests.unit.group.test_knowledge_reuse import import_payload as reuse_payload
 
 CAPABILITY = ("acme.software.python", "2.1.0")  # what the harness's worker declares
 
