@@ -384,6 +384,15 @@ class GatewayLink:
         with self._reaching():
             return await self.client.performance_records(self.artifacts_url, agent_id, capability)
 
+    async def knowledge_import(
+        self, group_id: str, source_group_id: str, content_hash: str
+    ) -> tuple[Json, Json]:
+        """The manifest and approval for a Coordinator's import (``GatewayClient``'s)."""
+        with self._reaching():
+            return await self.client.knowledge_import(
+                self.artifacts_url, group_id, source_group_id, content_hash
+            )
+
     async def download(self, group_id: str, content_hash: str) -> bytes:
         with self._reaching():
             return await self.client.artifact(self.artifacts_url, group_id, content_hash)

@@ -50,6 +50,13 @@ def register(subparsers: Any) -> None:
         metavar="HOST:PORT",
         help="also serve Artifacts over HTTPS here (same host as --listen; default: none)",
     )
+    parser.add_argument(
+        "--reuse-policy",
+        type=Path,
+        metavar="FILE",
+        help="the Organization's Knowledge Reuse Policy (JSON; default: "
+        "<state-dir>/knowledge-reuse.json; none: no import is approved)",
+    )
     parser.add_argument("--certfile", type=Path, help="server certificate chain (PEM)")
     parser.add_argument("--keyfile", type=Path, help="its private key (PEM)")
     parser.add_argument(
@@ -83,6 +90,7 @@ async def _serve(args: argparse.Namespace, host: str, port: int) -> int:
     from mwp.client import ClientError, KeyStore, connect
     from mwp.client.state_dir import REGISTRY_KEY_NAME, StateDirError, organization_id_of
     from mwp.gateway.authority import TemporalAuthority
+    from mwp.gateway.knowledge_imports import POLICY_FILE
     from mwp.gateway.server import Gateway, GatewayOptions
     from mwp.gateway.tls import (
         DEVELOPMENT_FOLDER,
@@ -119,7 +127,9 @@ async def _serve(args: argparse.Namespace, host: str, port: int) -> int:
     store = open_store(args.store or args.state_dir / "objects")
     authority = TemporalAuthority(client, organization_id, registrar, store)
     hints = _listen(args.hint_listen) if args.hint_listen else None
-    gateway = Gateway(authority, context, fingerprint, GatewayOptions(hint_listen=hints))
+    policy = args.reuse_policy or args.state_dir / POLICY_FILE
+    options = GatewayOptions(hint_listen=hints, reuse_policy=policy)
+    gateway = Gateway(authority, context, fingerprint, options)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -5,13 +5,12 @@ and the import payload the receiving Coordinator sends with it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from mwp.client.identity import Identity, new_id, utc_now
+from mwp.client.identity import Identity, new_id
 from mwp.core.group.knowledge import APPROVAL_MEMBER, sign_reuse_approval
-from mwp.core.trust.signed_document import signing_hash
-from mwp.core.wire.values import format_utc
+from mwp.core.organization.knowledge_reuse import approval_document
 
 
 def reuse_approval(
@@ -25,22 +24,16 @@ def reuse_approval(
 ) -> dict[str, Any]:
     """``policy``'s signed approval to reuse the Artifact ``manifest`` describes (as its
     producer signed it) in the target Mission, cleared up to ``ceiling``."""
-    expires = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=valid_seconds)
-    document = {
-        "approvalId": new_id(),
-        "sourceMissionId": manifest["missionId"],
-        "sourceGroupId": manifest["groupId"],
-        "artifactId": manifest["artifactId"],
-        "contentHash": manifest["contentHash"],
-        "manifestHash": signing_hash(manifest),
-        "classification": manifest["classification"],
-        "targetMissionId": target_mission_id,
-        "targetGroupId": target_group_id,
-        "classificationCeiling": ceiling,
-        "approvedBy": policy.principal.to_json(),
-        "approvedAt": utc_now(),
-        "expiresAt": format_utc(expires),
-    }
+    document = approval_document(
+        manifest,
+        approval_id=new_id(),
+        target_mission_id=target_mission_id,
+        target_group_id=target_group_id,
+        ceiling=ceiling,
+        approved_by=policy.principal.to_json(),
+        now=datetime.now(UTC),
+        valid_seconds=valid_seconds,
+    )
     return sign_reuse_approval(document, policy.key_id, policy.key)
 
 

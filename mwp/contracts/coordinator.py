@@ -2,12 +2,13 @@
 takes it and the activity that runs the handler (pure: shared with workflow code).
 
 A :class:`CoordinatorDecision` names one call of one of the Coordinator's functions (``plan``,
-``review``, ``on_proposal``, ``on_message``, ``on_changes_requested``) by what makes it that
-call and no other: the Group, the Coordinator, the Coordinator Epoch it is taken under, the
-handler and the step's own idempotency key (the Mission for ``plan``; the changes-request
-Approval, the proposal, the submission, the Message for the others). Its workflow ID derives
-from those five, so asking for the same decision again (a restarted runtime) reaches the same
-workflow and its result, never a second call; a new Coordinator Epoch is a new decision.
+``review``, ``on_proposal``, ``on_message``, ``on_changes_requested``, ``reuse``) by what makes
+it that call and no other: the Group, the Coordinator, the Coordinator Epoch it is taken under,
+the handler and the step's own idempotency key (the Mission for ``plan`` and ``reuse``; the
+changes-request Approval, the proposal, the submission, the Message for the others). Its
+workflow ID derives from those five, so asking for the same decision again (a restarted
+runtime) reaches the same workflow and its result, never a second call; a new Coordinator
+Epoch is a new decision.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ REVIEW: Final = "review"
 ON_PROPOSAL: Final = "on_proposal"
 ON_MESSAGE: Final = "on_message"
 ON_CHANGES_REQUESTED: Final = "on_changes_requested"
-HANDLERS: Final = frozenset({PLAN, REVIEW, ON_PROPOSAL, ON_MESSAGE, ON_CHANGES_REQUESTED})
+REUSE: Final = "reuse"
+HANDLERS: Final = frozenset({PLAN, REVIEW, ON_PROPOSAL, ON_MESSAGE, ON_CHANGES_REQUESTED, REUSE})
 
 # A handler's answer that no retry can fix (not the type its decorator promises): the
 # activity fails with this type, which the retry policy does not retry.

@@ -54,6 +54,12 @@ def authorization_service(organization_id: str) -> Principal:
     return Principal("service", f"{organization_id}:service:authorization")
 
 
+def knowledge_reuse_service(organization_id: str) -> Principal:
+    """The Organization's Knowledge Reuse Policy service: it signs the approvals that let an
+    Artifact of one Mission be imported into another (``mwp.gateway.knowledge_imports``)."""
+    return Principal("service", f"{organization_id}:service:knowledge-reuse")
+
+
 def registry_subscribers(organization_id: str) -> str:
     """The recipient of a Registry notice: every subscriber of the registry at once (a notice
     is sealed once per revision; shown to another subscriber, it says nothing new)."""

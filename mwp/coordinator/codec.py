@@ -12,15 +12,24 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from mwp.contracts.coordinator import ON_CHANGES_REQUESTED, ON_MESSAGE, ON_PROPOSAL, PLAN, REVIEW
+from mwp.contracts.coordinator import (
+    ON_CHANGES_REQUESTED,
+    ON_MESSAGE,
+    ON_PROPOSAL,
+    PLAN,
+    REUSE,
+    REVIEW,
+)
 from mwp.coordinator.declaration import (
     ChangesContext,
     ChildMission,
+    KnowledgeSource,
     MessageContext,
     Plan,
     PlannedItem,
     PlanningContext,
     ProposalContext,
+    ReuseContext,
     Review,
     ReviewContext,
 )
@@ -94,6 +103,19 @@ def proposal_answer_of(value: Json) -> PlannedItem | None:
     return item_of(item) if item is not None else None
 
 
+def source_json(source: KnowledgeSource) -> Json:
+    return {"groupId": source.group_id, "contentHash": source.content_hash}
+
+
+def source_of(value: Json) -> KnowledgeSource:
+    return KnowledgeSource(str(value["groupId"]), str(value["contentHash"]))
+
+
+def sources_of(value: Json) -> tuple[KnowledgeSource, ...]:
+    """A ``reuse`` answer read back, validated again (each source's Group and hash)."""
+    return tuple(source_of(s) for s in value["sources"])
+
+
 def reply_of(value: Json) -> str | None:
     reply = value["reply"]
     return str(reply) if reply is not None else None
@@ -122,6 +144,10 @@ def message(mission: Json, message: Json, work_item: Json | None) -> Json:
     return {"mission": mission, "message": message, "workItem": work_item}
 
 
+def reuse(mission: Json, catalog: list[Json]) -> Json:
+    return {"mission": mission, "catalog": catalog}
+
+
 def context_of(handler: str, value: Json, download: Download) -> Any:
     """The context object ``handler`` is called with; ``download`` reads an Artifact."""
     mission = value["mission"]
@@ -135,6 +161,8 @@ def context_of(handler: str, value: Json, download: Download) -> Any:
         return ReviewContext(mission, value["workItem"], download, value["evidence"])
     if handler == ON_MESSAGE:
         return MessageContext(mission, value["message"], value["workItem"])
+    if handler == REUSE:
+        return ReuseContext(mission, value["catalog"])
     raise ValueError(f"no Coordinator handler is named {handler!r}")
 
 
@@ -151,6 +179,11 @@ def answer_json(handler: str, answer: object) -> Json:
     if handler == ON_PROPOSAL:
         item = None if answer is None else _expect(handler, answer, PlannedItem)
         return {"item": item_json(item) if item is not None else None}
+    if handler == REUSE:
+        if isinstance(answer, str | bytes) or not isinstance(answer, list | tuple):
+            raise InvalidAnswerError(f"reuse returned a {type(answer).__name__}, not a list")
+        sources = [_expect(handler, s, KnowledgeSource) for s in answer]
+        return {"sources": [source_json(s) for s in dict.fromkeys(sources)]}
     if answer is not None and not isinstance(answer, str):
         raise InvalidAnswerError(f"on_message returned a {type(answer).__name__}, not str | None")
     return {"reply": answer}

@@ -68,6 +68,7 @@ class Handlers:
             "on_proposal": c.proposals,
             "on_message": c.answerer,
             "on_changes_requested": c.replanner,
+            "reuse": c.reuser,
         }
         fn = functions.get(handler)
         if fn is None:

@@ -15,6 +15,15 @@ a WorkItem whose ID derives from the Mission and the item's key, offers it once 
 dependencies are verified, calls ``review`` for each submitted result, and submits the Mission
 for Approval once every item is verified. Without a ``review`` function, a result is accepted
 when its Evidence covers every acceptance criterion and reports none failed.
+
+>>> @coordinator.reuse
+... async def reuse(ctx: ReuseContext) -> list[KnowledgeSource]:
+...     return [KnowledgeSource(g["groupId"], a["contentHash"])
+...             for g in ctx.catalog for a in g["artifacts"] if a["goal"].startswith("Fix")]
+
+``reuse`` (optional) is called once per Mission: each Artifact of another Mission it names is
+imported into the Mission's Group, under the Organization's Knowledge Reuse Policy, before the
+Coordinator's own work needs it (spec 13.3; nothing crosses otherwise).
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from typing import Any, TypeVar
 
 from mwp.agent.declaration import Agent, AgentDeclarationError, CardInfo
 from mwp.client import Identity
-from mwp.core.wire.values import is_identifier
+from mwp.core.wire.values import is_identifier, is_sha256_ref
 
 Json = dict[str, Any]
 
@@ -177,6 +186,36 @@ class ProposalContext:
 
 
 @dataclass(frozen=True)
+class KnowledgeSource:
+    """An Artifact of another Mission to import: the Group it was published in and its content
+    hash. The Organization's Knowledge Reuse Policy decides whether it may cross."""
+
+    group_id: str
+    content_hash: str
+
+    def __post_init__(self) -> None:
+        if not is_identifier(self.group_id):
+            raise AgentDeclarationError(
+                f"a knowledge source names its Group, not {self.group_id!r}"
+            )
+        if not is_sha256_ref(self.content_hash):
+            raise AgentDeclarationError(
+                f"a knowledge source names a sha256: content hash, not {self.content_hash!r}"
+            )
+
+
+@dataclass(frozen=True)
+class ReuseContext:
+    """What ``reuse`` sees: the Mission, and what this Coordinator knows of the Organization's
+    other Missions it coordinates: per Group its ``groupId``, ``missionId``, ``objective`` and
+    the ``artifacts`` published there (``contentHash``, ``artifactId``, ``classification``,
+    ``workItemId`` and its WorkItem's ``goal``). Their content stays where it is."""
+
+    mission: Json
+    catalog: Sequence[Json] = ()
+
+
+@dataclass(frozen=True)
 class MessageContext:
     """What ``on_message`` sees: the Mission and a Message another Member posted (a
     clarification, say): its ``message`` document, ``text``, and the WorkItem whose
@@ -200,6 +239,7 @@ ReviewFn = Callable[[ReviewContext], Awaitable[Review]]
 ChangesFn = Callable[[ChangesContext], Awaitable[Plan]]
 ProposalFn = Callable[[ProposalContext], Awaitable[PlannedItem | None]]
 MessageFn = Callable[[MessageContext], Awaitable[str | None]]
+ReuseFn = Callable[[ReuseContext], Awaitable[Sequence[KnowledgeSource]]]
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
@@ -234,6 +274,7 @@ class Coordinator:
         self.replanner: ChangesFn | None = None
         self.proposals: ProposalFn | None = None
         self.answerer: MessageFn | None = None
+        self.reuser: ReuseFn | None = None
 
     @property
     def agent_id(self) -> str:
@@ -279,4 +320,13 @@ class Coordinator:
         the MissionOwner's change request (none: the same result is submitted again)."""
         _async(fn, "on_changes_requested")
         self.replanner = fn
+        return fn
+
+    def reuse(self, fn: ReuseFn) -> ReuseFn:
+        """Register ``async def reuse(ctx: ReuseContext) -> Sequence[KnowledgeSource]``: the
+        Artifacts of other Missions a new Mission imports (called once per Mission; empty:
+        none). Each is imported once, with the approval the gateway's Knowledge Reuse Policy
+        gives; one the policy refuses is reported and left out."""
+        _async(fn, "reuse")
+        self.reuser = fn
         return fn

@@ -5,8 +5,9 @@ each plan before it authorizes the first item: after a restart it authorizes wha
 of the plan it made, never a second one. A Coordinator that took a Mission over journals the
 WorkItems it adopted the same way (with the contracts of those its predecessor's remaining plan
 gave), so it never plans that Mission. The latest hand-over Context Package it published is
-noted too: until its log shows that package, a restarted runtime publishes no other. One JSON
-file per Group, replaced atomically.
+noted too: until its log shows that package, a restarted runtime publishes no other. So is the
+answer of ``reuse`` (the Artifacts of other Missions the Group imports): asked once per Mission.
+One JSON file per Group, replaced atomically.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 
 from mwp.coordinator.codec import item_json as _item_json
 from mwp.coordinator.codec import item_of as _item
+from mwp.coordinator.codec import source_json, source_of
+from mwp.coordinator.declaration import KnowledgeSource
 from mwp.coordinator.reconcile import JournaledPlan, PackageRecord
 
 Json = dict[str, Any]
@@ -63,6 +66,16 @@ class PlanJournal:
     def answer(self, group_id: str, message_id: str) -> None:
         document = self._document(group_id)
         document["answered"] = [*document.get("answered", []), message_id]
+        self._write(group_id, document)
+
+    def reused(self, group_id: str) -> tuple[KnowledgeSource, ...] | None:
+        """What ``reuse`` answered for the Group's Mission (None: not asked yet)."""
+        value = self._document(group_id).get("reuse")
+        return None if value is None else tuple(source_of(s) for s in value)
+
+    def reuse(self, group_id: str, sources: tuple[KnowledgeSource, ...]) -> None:
+        document = self._document(group_id)
+        document["reuse"] = [source_json(s) for s in sources]
         self._write(group_id, document)
 
     def handover(self, group_id: str) -> PackageRecord | None:

@@ -8,6 +8,10 @@ taken (its Events not yet seen) is at worst refused by the Authority and asked a
 
 * ``Renew`` the Coordinator lease when it was granted under another Session (the runtime's
   HELLO opened a new one) or less than a third of ``lease_seconds`` is left.
+* ``NeedReuse`` once per Mission when the Coordinator declares ``reuse`` and its journal holds
+  no answer yet; then ``ImportKnowledge`` for each source it named whose content hash is not
+  yet among the Group's Artifacts, unless the policy or the Group refused it in this run (the
+  Group would refuse content it already holds; a refusal is not asked again every tick).
 * ``NeedPlan`` for an active Mission with no plan; ``NeedReplan`` when the MissionOwner
   requested changes that no journaled plan answers yet; ``NeedProposal`` for each open Work
   Proposal no journaled plan answers (an item answering one is authorized citing it).
@@ -49,7 +53,12 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from mwp.contracts.command_size import MAX_COMMAND_BYTES, command_payload_bytes
-from mwp.coordinator.declaration import DEFAULT_CRITERIA, ChildMission, PlannedItem
+from mwp.coordinator.declaration import (
+    DEFAULT_CRITERIA,
+    ChildMission,
+    KnowledgeSource,
+    PlannedItem,
+)
 from mwp.coordinator.remaining_plan import (
     RemainingItem,
     remaining_ids,
@@ -126,6 +135,16 @@ class Renew:
 @dataclass(frozen=True)
 class NeedPlan:
     pass
+
+
+@dataclass(frozen=True)
+class NeedReuse:
+    pass
+
+
+@dataclass(frozen=True)
+class ImportKnowledge:
+    source: KnowledgeSource
 
 
 @dataclass(frozen=True)
@@ -208,6 +227,8 @@ def package_record(package: Mapping[str, Any]) -> PackageRecord:
 
 Step = (
     Renew
+    | NeedReuse
+    | ImportKnowledge
     | NeedPlan
     | TakeOver
     | PublishHandover
@@ -349,6 +370,9 @@ def next_steps(
     notes: LogNotes = LogNotes(),
     journaled_package: PackageRecord | None = None,
     refused_package: PackageRecord | None = None,
+    reuses: bool = False,
+    reused: Sequence[KnowledgeSource] | None = None,
+    refused_imports: frozenset[str] = frozenset(),
 ) -> list[Step]:
     """The steps due now for the Mission view ``mission`` and its WorkItem views ``items``
     (``id_of``: how a plan key names its WorkItem, :func:`work_item_id` unless told;
@@ -365,6 +389,7 @@ def next_steps(
             steps.append(Renew())
     except (KeyError, ValueError):
         steps.append(Renew())
+    steps.extend(_reuse_steps(mission, reuses, reused, refused_imports))
     if not plans:
         takeover = _takeover(mission, items, notes)
         return [*steps, takeover if takeover is not None else NeedPlan()]
@@ -456,6 +481,23 @@ def next_steps(
     if handover is not None:
         steps.append(handover)
     return steps
+
+
+def _reuse_steps(
+    mission: Mapping[str, Any],
+    reuses: bool,
+    reused: Sequence[KnowledgeSource] | None,
+    refused: frozenset[str],
+) -> list[Step]:
+    """Ask ``reuse`` once; then import each source the Group does not hold yet."""
+    if reused is None:
+        return [NeedReuse()] if reuses else []
+    held = {str(a["contentHash"]) for a in mission.get("artifacts") or []}
+    return [
+        ImportKnowledge(s)
+        for s in reused
+        if s.content_hash not in held and s.content_hash not in refused
+    ]
 
 
 # --- taking over -----------------------------------------------------------------------------

@@ -18,6 +18,11 @@ WorkItem is verified (``PublishHandover``), so the MissionOwner can appoint a re
 it; before it authorizes planned items no package carries yet, it publishes one carrying them
 (its remaining plan). A runtime appointed to a Mission another Coordinator planned adopts its
 WorkItems and that remaining plan (``TakeOver``) instead of calling ``plan``.
+
+Reusable knowledge: a Coordinator that declares ``reuse`` is asked once per Mission which
+Artifacts of its other Missions to import (``NeedReuse``); for each one the Group does not hold,
+it asks the gateway's Knowledge Reuse Policy for the approval and sends ``artifact_import``
+itself (``ImportKnowledge``, :mod:`mwp.gateway.knowledge_imports`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any, Final
 
 from mwp.agent.gateway_link import GatewayLink, GatewaySettings, GatewayUnavailableError
 from mwp.client.context_packages import needs_context_package, offer_context_package
+from mwp.client.knowledge import import_payload
 from mwp.client.review import (
     approve_payload,
     rejection_payload,
@@ -44,6 +50,7 @@ from mwp.contracts.coordinator import (
     ON_MESSAGE,
     ON_PROPOSAL,
     PLAN,
+    REUSE,
     REVIEW,
     CoordinatorDecision,
     DecisionPolicy,
@@ -59,11 +66,13 @@ from mwp.coordinator.reconcile import (
     ApproveChild,
     Authorize,
     IdOf,
+    ImportKnowledge,
     JournaledPlan,
     LogNotes,
     NeedPlan,
     NeedProposal,
     NeedReplan,
+    NeedReuse,
     Offer,
     PackageRecord,
     Promote,
@@ -86,6 +95,7 @@ from mwp.core.group import GroupAuthority
 from mwp.core.group.context_package import PUBLISH_KIND, PUBLISHED_KIND
 from mwp.core.group.ids import derive_id
 from mwp.core.group.kinds import COORDINATOR_KINDS
+from mwp.core.group.knowledge import IMPORT_KIND
 from mwp.core.models.websocket_frame import EventFrame
 from mwp.core.organization.performance import PerformanceRecord, choose
 from mwp.core.wire.values import format_utc
@@ -124,6 +134,8 @@ class GroupProjection:
     remaining_plan: tuple[RemainingItem, ...] = ()
     # A hand-over package the Authority refused: not sent again as it is.
     refused_package: PackageRecord | None = None
+    # Content hashes whose import the policy or the Group refused: not asked again this run.
+    refused_imports: set[str] = field(default_factory=set)
 
     @property
     def caught_up(self) -> bool:
@@ -279,6 +291,9 @@ class CoordinatorRuntime:
             notes=group.notes(),
             journaled_package=self.journal.handover(group.group_id),
             refused_package=group.refused_package,
+            reuses=self.coordinator.reuser is not None,
+            reused=self.journal.reused(group.group_id),
+            refused_imports=frozenset(group.refused_imports),
         )
         await self._take_steps(group, mission, steps)
 
@@ -328,6 +343,17 @@ class CoordinatorRuntime:
             self.journal.add(group.group_id, JournaledPlan("initial", tuple(plan.items)))
             self.report(f"Mission {mission['missionId']}: planned {len(plan.items)} WorkItems")
             self.changed.set()
+        elif isinstance(step, NeedReuse):
+            key = str(mission["missionId"])
+            context = codec.reuse(mission, self._catalog(group))
+            sources = codec.sources_of(await self._decide(group, REUSE, key, context))
+            self.journal.reuse(group.group_id, sources)
+            self.report(
+                f"Mission {mission['missionId']}: reuses {len(sources)} Artifacts of other Missions"
+            )
+            self.changed.set()
+        elif isinstance(step, ImportKnowledge):
+            await self._import(group, mission, step)
         elif isinstance(step, TakeOver):
             self.journal.add(group.group_id, step.plan)
             self.report(_takeover_line(mission, step, group.items()))
@@ -419,6 +445,59 @@ class CoordinatorRuntime:
                 f"{step.record.context_package_id} (version {step.record.version}) carries "
                 f"{len(step.record.remaining)} planned WorkItems before they are authorized"
             )
+
+    def _catalog(self, asking: GroupProjection) -> list[Json]:
+        """What ``reuse`` sees of the other Missions this Coordinator coordinates: the
+        Artifacts published in each (an imported one is its source's to give)."""
+        catalog = []
+        for group in self.groups.values():
+            if group is asking or group.left or group.authority.sequence == 0:
+                continue
+            mission = group.authority.mission_view()
+            if (mission.get("coordinator") or {}).get("agentId") != self.coordinator.agent_id:
+                continue
+            items = group.items()
+            artifacts = [
+                {
+                    "contentHash": a["contentHash"],
+                    "artifactId": a["artifactId"],
+                    "classification": a["classification"],
+                    "workItemId": a["workItemId"],
+                    "goal": ((items.get(a["workItemId"]) or {}).get("contract") or {}).get(
+                        "goal", ""
+                    ),
+                }
+                for a in mission.get("artifacts") or []
+                if "importedFrom" not in a
+            ]
+            catalog.append(
+                {
+                    "groupId": group.group_id,
+                    "missionId": mission["missionId"],
+                    "objective": mission.get("objective", ""),
+                    "artifacts": artifacts,
+                }
+            )
+        return catalog
+
+    async def _import(self, group: GroupProjection, mission: Json, step: ImportKnowledge) -> None:
+        """Ask the gateway's Knowledge Reuse Policy for the approval, then send the import
+        with the source's signed manifest; a refusal (the policy's or the Group's) is said
+        once and not asked again in this run."""
+        source = step.source
+        try:
+            manifest, approval = await self.link.knowledge_import(
+                group.group_id, source.group_id, source.content_hash
+            )
+            await self._send(group, IMPORT_KIND, import_payload(manifest, approval))
+        except MwpError as error:
+            if not error.retryable and error.code != ErrorCode.AUTH_STALE_COORDINATOR:
+                group.refused_imports.add(source.content_hash)
+            raise
+        self.report(
+            f"Mission {mission['missionId']}: imported {source.content_hash} of Group "
+            f"{source.group_id} under approval {approval['approvalId']}"
+        )
 
     async def _answer_messages(
         self, group: GroupProjection, mission: Json, items: Mapping[str, Json]

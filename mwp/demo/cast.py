@@ -19,9 +19,11 @@ from mwp.coordinator import (
     ChangesContext,
     ChildMission,
     Coordinator,
+    KnowledgeSource,
     Plan,
     PlannedItem,
     PlanningContext,
+    ReuseContext,
     Review,
     ReviewContext,
 )
@@ -173,6 +175,19 @@ def _lead() -> Coordinator:
                 for i, stage in enumerate(chain)
             ]
         )
+
+    @lead.reuse
+    async def reuse(ctx: ReuseContext) -> list[KnowledgeSource]:
+        # The hotfix reuses the small Missions' fix, if Organization policy approves it.
+        if not ctx.mission.get("objective", "").startswith("Hotfix"):
+            return []
+        return [
+            KnowledgeSource(group["groupId"], artifact["contentHash"])
+            for group in ctx.catalog
+            if group["objective"].startswith("Fix")
+            for artifact in group["artifacts"]
+            if artifact["goal"].startswith("Implement")
+        ]
 
     lead.review(_review)
 

@@ -1,32 +1,35 @@
 """Knowledge publication (spec 13.3): the small Mission's date-parser fix, reused by the hotfix.
 
 Nothing of one Group enters another Mission by default. The fix crosses only as an approved
-import: the Organization's policy (its authority service) signs a Knowledge Reuse Approval
-naming that one Artifact, its classification and the receiving Group, and the hotfix Group's
-Coordinator imports it with the source's signed manifest, unchanged. Asked without the
-approval, or with one for another Group, the Group refuses and records nothing. Once imported,
-the hotfix Group's members read it through their Group; through any other Group it stays the
-unknown Artifact it was."""
+import: the Organization's operators write a Knowledge Reuse Policy (the small Mission's work
+may go to the Organization's other Missions, up to ``internal``); the lead Coordinator's
+``reuse`` function names the fix for the hotfix Mission, and its runtime asks the gateway's
+policy service for the approval (signed with that service's own registered key, for that one
+Artifact and the hotfix Group) and sends the import with the source's signed manifest,
+unchanged. Sent without the approval, or with the hotfix's approval into another Group, the
+Group refuses and records nothing. Once imported, the hotfix Group's members read it through
+their Group; through any other Group it stays the unknown Artifact it was."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from mwp.client import KeyStore, new_id
-from mwp.client.knowledge import import_payload, reuse_approval
+from mwp.client.knowledge import import_payload
 from mwp.client.missions import MissionHandle
 from mwp.client.state_dir import organization_id_of
-from mwp.contracts.messages import group_authority
+from mwp.contracts.messages import knowledge_reuse_service
 from mwp.core.group.knowledge import IMPORT_KIND, IMPORTED_KIND
 from mwp.demo import cast
 from mwp.demo.groups import proof
 from mwp.demo.isolation import answer_of
-from mwp.demo.setup import ProofOfConcept
+from mwp.demo.setup import ProofOfConcept, until
 from mwp.gateway.client import GatewayClient
+from mwp.gateway.knowledge_imports import POLICY_FILE
 from mwp.gateway.tls import CA_CERT, DEVELOPMENT_FOLDER, client_context
-from mwp.log.keys import AuthorityKeyring
 
 Json = dict[str, Any]
 CEILING = "internal"  # the hotfix Mission's clearance, as Organization policy sets it
@@ -39,6 +42,20 @@ class Reused:
     content_hash: str
     source: MissionHandle
     target: MissionHandle
+
+
+def allow_reuse(poc: ProofOfConcept, source: MissionHandle) -> None:
+    """The operators' Knowledge Reuse Policy in the state folder, where the gateway reads it:
+    the small Mission's Artifacts may go to any other Mission of the Organization."""
+    rule = {
+        "name": "small-mission-fixes",
+        "sourceMissions": [source.mission_id],
+        "targetMissions": "*",
+        "maxClassification": CEILING,
+        "ceiling": CEILING,
+        "validSeconds": 3600,
+    }
+    (poc.state / POLICY_FILE).write_text(json.dumps({"rules": [rule]}, indent=1), "utf-8")
 
 
 async def _fix_manifest(source: MissionHandle) -> Json:
@@ -63,72 +80,71 @@ async def _refusal(send: Any) -> str:
     return code
 
 
-async def import_fix(poc: ProofOfConcept, source: MissionHandle, target: MissionHandle) -> Reused:
-    """The hotfix Group's Coordinator imports the small Mission's fix under the Organization's
-    approval (signed with the Coordinator's own key and Session, as its operator's tool
-    would); refused first without an approval and with one naming another Group."""
+async def _import_event(mission: MissionHandle) -> Json | None:
+    return next((e for e in await mission.events_this_run() if e["kind"] == IMPORTED_KIND), None)
+
+
+async def import_fix(
+    poc: ProofOfConcept, source: MissionHandle, target: MissionHandle, other: MissionHandle
+) -> Reused:
+    """The hotfix Group's Coordinator runtime imports the small Mission's fix under the
+    Organization's approval; the same import sent into ``other`` (the full Mission's Group)
+    without an approval, or with the hotfix's, is refused there."""
     check = poc.report.check
     manifest = await _fix_manifest(source)
     organization = organization_id_of(poc.state)
-    policy = AuthorityKeyring.in_state_dir(poc.state).get(group_authority(organization).id)
-    if policy is None:
-        raise RuntimeError("the Organization's authority key is not in the demo's state folder")
-    lead = KeyStore.in_state_dir(poc.state).load("agent-lead")
-    sessions = await target.client.registry(organization).session_epochs()
-    session = sessions[lead.principal.id]
-
-    def approved_for(mission: MissionHandle) -> Json:
-        return reuse_approval(
-            policy,
-            manifest,
-            target_mission_id=mission.mission_id,
-            target_group_id=mission.group_id,
-            ceiling=CEILING,
-        )
-
-    async def send(payload: Json) -> Json:
-        return await target.send(lead, IMPORT_KIND, payload, session_epoch=session)
-
-    before = await target.sequence()
-    unapproved = await _refusal(send({"manifest": manifest}))
-    elsewhere = await _refusal(send(import_payload(manifest, approved_for(source))))
-    # The hotfix's own work goes on meanwhile: "nothing recorded" is no import Event and the
-    # fix not among the Group's Artifacts, not an unmoved sequence.
-    recorded = [e for e in await target.events_this_run(before) if e["kind"] == IMPORTED_KIND]
-    held = {a["contentHash"] for a in (await target.view())["artifacts"]}
-    unchanged = not recorded and manifest["contentHash"] not in held
-    check(
-        "knowledge.requires_approval",
-        unapproved == "APPROVAL_REQUIRED" and elsewhere == "INVALID_COMMAND" and unchanged,
-        "the hotfix's Coordinator importing the small Mission's fix without the Organization's "
-        "approval, or with an approval for another Group, is refused and records nothing",
-        withoutApproval=unapproved,
-        approvalForAnotherGroup=elsewhere,
-        sequence=before,
+    imported: Json = await until(
+        "the hotfix's Coordinator to import the small Mission's fix",
+        lambda: _import_event(target),
     )
-    approval = approved_for(target)
-    answer = await send(import_payload(manifest, approval))
-    imported = next((e for e in answer["events"] if e["kind"] == IMPORTED_KIND), None)
+    payload = imported.get("payload") or {}
+    approval: Json = payload.get("approval") or {}
     listed = {a["contentHash"]: a for a in (await target.view())["artifacts"]}
-    payload = (imported or {}).get("payload") or {}
     entry = listed.get(manifest["contentHash"]) or {}
+    lead = KeyStore.in_state_dir(poc.state).load("agent-lead")
+    policy = knowledge_reuse_service(organization)
     check(
         "knowledge.published_and_imported",
-        imported is not None
-        and imported["actor"]["id"] == lead.principal.id
+        imported["actor"]["id"] == lead.principal.id
         and payload.get("sourceGroupId") == source.group_id
         and payload.get("contentHash") == manifest["contentHash"]
-        and payload.get("approvalId") == approval["approvalId"]
-        and payload.get("approval", {}).get("approvedBy") == policy.principal.to_json()
+        and payload.get("manifest") == manifest
+        and approval.get("approvedBy") == policy.to_json()
+        and approval.get("targetGroupId") == target.group_id
         and (entry.get("importedFrom") or {}).get("groupId") == source.group_id,
-        "the fix crossed as reusable knowledge: an Organization-approved, classified Artifact "
-        "whose signed manifest carries its provenance, imported by the hotfix's Coordinator in "
-        "an auditable Event and listed among the hotfix Group's Artifacts",
+        "the fix crossed as reusable knowledge: the lead Coordinator's runtime asked the "
+        "gateway's Knowledge Reuse Policy, which approved that one classified Artifact for the "
+        "hotfix Group, and imported it with its signed, provenance-bearing manifest in an "
+        "auditable Event; it is listed among the hotfix Group's Artifacts",
         event=proof([imported]),
         classification=manifest["classification"],
         ceiling=CEILING,
         provenance={k: manifest.get(k) for k in ("producer", "missionId", "groupId", "workItemId")},
-        approvedBy=policy.principal.id,
+        approvedBy=policy.id,
+    )
+    sessions = await other.client.registry(organization).session_epochs()
+    session = sessions[lead.principal.id]
+
+    async def send(payload: Json) -> Json:
+        return await other.send(lead, IMPORT_KIND, payload, session_epoch=session)
+
+    before = await other.sequence()
+    unapproved = await _refusal(send({"manifest": manifest}))
+    elsewhere = await _refusal(send(import_payload(manifest, approval)))
+    # The full Mission's own work goes on meanwhile: "nothing recorded" is no import Event and
+    # the fix not among the Group's Artifacts, not an unmoved sequence.
+    recorded = [e for e in await other.events_this_run(before) if e["kind"] == IMPORTED_KIND]
+    held = {a["contentHash"] for a in (await other.view())["artifacts"]}
+    unchanged = not recorded and manifest["contentHash"] not in held
+    check(
+        "knowledge.requires_approval",
+        unapproved == "APPROVAL_REQUIRED" and elsewhere == "INVALID_COMMAND" and unchanged,
+        "the lead Coordinator importing the small Mission's fix into the full Mission without "
+        "the Organization's approval, or with the approval given for the hotfix Group, is "
+        "refused and records nothing",
+        withoutApproval=unapproved,
+        approvalForAnotherGroup=elsewhere,
+        sequence=before,
     )
     return Reused(manifest["contentHash"], source, target)
 

@@ -39,6 +39,7 @@ async def play(poc: ProofOfConcept) -> None:
     check = poc.report.check
     client = await poc.start()
     full, small = await poc.missions(client)
+    knowledge.allow_reuse(poc, small)  # the operators' Knowledge Reuse Policy
 
     # A Worker restart: the shared tester dies mid-run, holding a backlog of the small
     # Mission's tests, and comes back with --replace. While it is down (its backlog cannot
@@ -65,7 +66,7 @@ async def play(poc: ProofOfConcept) -> None:
     queues = await poc.processes.run("agent", "status", cast.agent_id("tester"), "--json")
     await until("the hotfix test to start", lambda: _started(hotfix))
     # Knowledge publication: the hotfix reuses the small Mission's fix, approved for it alone.
-    reused = await knowledge.import_fix(poc, small, hotfix)
+    reused = await knowledge.import_fix(poc, small, hotfix, full)
     await _set_policy(poc, "tester", small.group_id, weight=1)  # the cap lifted
 
     # A Coordinator failure: it dies once the full Mission's first stage is verified.

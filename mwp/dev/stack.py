@@ -561,7 +561,7 @@ class DevStack:
         """The gateway of the state folder's Organization; None until `mwp registry init`."""
         from mwp.client import ClientError, KeyStore, MwpClient
         from mwp.client.state_dir import REGISTRY_KEY_NAME, StateDirError, organization_id_of
-        from mwp.contracts.messages import authorization_service
+        from mwp.contracts.messages import authorization_service, knowledge_reuse_service
         from mwp.gateway.authority import TemporalAuthority
         from mwp.gateway.server import Gateway
         from mwp.gateway.tls import certificate_hash_of_file
@@ -585,14 +585,17 @@ class DevStack:
             certificate_hash_of_file(server_cert),
             self._gateway_options(),
             authorization_identity=keyring.ensure(authorization_service(organization_id)),
+            reuse_identity=keyring.ensure(knowledge_reuse_service(organization_id)),
         )
 
     def _gateway_options(self) -> Any:
-        """Its connection gauge goes with the worker's metrics, when those are served."""
+        """Its connection gauge goes with the worker's metrics, when those are served; the
+        Knowledge Reuse Policy is the state folder's."""
+        from mwp.gateway.knowledge_imports import POLICY_FILE
         from mwp.gateway.server import GatewayOptions
 
         meter = None if self._runtime is None else self._runtime.metric_meter
-        return GatewayOptions(metric_meter=meter)
+        return GatewayOptions(metric_meter=meter, reuse_policy=self.config.state_dir / POLICY_FILE)
 
     @property
     def gateway_url(self) -> str | None:

@@ -34,6 +34,7 @@ from mwp.client import Identity
 from mwp.contracts.errors import RemoteMwpError
 from mwp.core.models.websocket_frame import AckFrame, ErrorFrame, EventFrame
 from mwp.core.organization.performance import PerformanceRecord
+from mwp.core.wire.jcs import canonicalize
 from mwp.core.wire.strict_json import parse_bytes
 from mwp.core.wire.values import b64url_encode
 from mwp.gateway.artifacts import (
@@ -52,6 +53,7 @@ from mwp.gateway.frames import (
 )
 from mwp.gateway.hello import init_frame, response_frame
 from mwp.gateway.https import OCTETS, Response, request
+from mwp.gateway.knowledge_imports import knowledge_imports_path
 from mwp.gateway.performance import performance_path
 from mwp.gateway.tls import certificate_hash
 from mwp.log.delivery import EventIdWindow
@@ -313,6 +315,26 @@ class GatewayClient:
             raise RemoteMwpError(answer)
         return [PerformanceRecord.from_json(r) for r in answer["records"]]
 
+    async def knowledge_import(
+        self, artifacts_url: str, group_id: str, source_group_id: str, content_hash: str
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The source's signed manifest and the Organization's Knowledge Reuse Approval for
+        importing ``content_hash`` of ``source_group_id`` into ``group_id`` (this Agent its
+        Coordinator): the ``artifact_import`` payload's two documents."""
+        body = canonicalize({"sourceGroupId": source_group_id, "contentHash": content_hash})
+        response = await self._artifact_request(
+            artifacts_url,
+            "POST",
+            knowledge_imports_path(group_id),
+            body=body,
+            content_type="application/json",
+            max_bytes=MAX_ARTIFACT_BYTES,
+        )
+        answer = parse_bytes(response.body)
+        if response.status != 200:
+            raise RemoteMwpError(answer)
+        return answer["manifest"], answer["approval"]
+
     async def upload_artifact(self, artifacts_url: str, group_id: str, data: bytes) -> str:
         """Upload ``data`` for ``group_id`` (this Agent an active Worker of it); its hash."""
         content_hash = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -331,7 +353,14 @@ class GatewayClient:
         return content_hash
 
     async def _artifact_request(
-        self, artifacts_url: str, method: str, path: str, *, body: bytes = b"", max_bytes: int
+        self,
+        artifacts_url: str,
+        method: str,
+        path: str,
+        *,
+        body: bytes = b"",
+        content_type: str = OCTETS,
+        max_bytes: int,
     ) -> Response:
         if self.session_token is None:
             raise ValueError("authenticate with HELLO before reading or writing Artifacts")
@@ -340,7 +369,7 @@ class GatewayClient:
             raise ValueError(f"not an https://HOST:PORT address: {artifacts_url!r}")
         headers = {"Authorization": f"Bearer {self.session_token}"}
         if body:
-            headers["Content-Type"] = OCTETS
+            headers["Content-Type"] = content_type
         return await request(
             url.hostname,
             url.port,

@@ -28,9 +28,10 @@ with a typed ``ERROR`` frame naming it, and the connection carries on. Served no
 * Artifacts, on a second TLS 1.3 listener (``artifact_port``; the WebSocket library reads no
   request bodies): HTTPS routes of :mod:`mwp.gateway.artifacts`, authorized by the session
   token of a connection's live session (it stops working when that session ends); on the same
-  listener, the Authorization Service's capability-token routes (:mod:`mwp.gateway.authorization`)
-  and the Registry's performance records for the Organization's Coordinators
-  (:mod:`mwp.gateway.performance`).
+  listener, the Authorization Service's capability-token routes (:mod:`mwp.gateway.authorization`),
+  the Knowledge Reuse Policy's approvals for a Coordinator's imports
+  (:mod:`mwp.gateway.knowledge_imports`) and the Registry's performance records for the
+  Organization's Coordinators (:mod:`mwp.gateway.performance`).
 
 Delivery is pushed: the mirror's hints (:mod:`mwp.gateway.hints`) wake the Groups' readers, in
 process and, with ``hint_listen``, over UDP from other processes of the authority zone.
@@ -46,6 +47,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
@@ -72,7 +74,7 @@ from mwp.core.models.websocket_frame import (
 )
 from mwp.core.models.websocket_frame import GroupSubscription as GroupSubscriptionRequest
 from mwp.core.wire.values import b64url_encode, format_utc
-from mwp.gateway import authorization
+from mwp.gateway import authorization, knowledge_imports
 from mwp.gateway.artifacts import MAX_ARTIFACT_BYTES, ArtifactGate, ArtifactRoutes
 from mwp.gateway.authority import (
     GROUP_LOOKUP_SECONDS,
@@ -104,6 +106,7 @@ from mwp.gateway.hello import (
 )
 from mwp.gateway.hints import BOARD, listen_udp
 from mwp.gateway.https import Request, Response, start_server
+from mwp.gateway.knowledge_imports import KnowledgeImports
 from mwp.gateway.performance import RegistryPerformance, is_performance_route
 from mwp.gateway.performance import serve as serve_performance
 from mwp.gateway.subscriptions import Feed, GroupReader, Readers
@@ -139,6 +142,9 @@ class GatewayOptions:
     max_artifact_bytes: int = MAX_ARTIFACT_BYTES
     # Where the connection gauge goes (a Temporal runtime's meter, exported with its metrics).
     metric_meter: MetricMeter | None = None
+    # The Organization's Knowledge Reuse Policy (mwp.gateway.knowledge_imports); None or no
+    # such file: no import is approved.
+    reuse_policy: Path | None = None
 
 
 def _utc_now() -> datetime:
@@ -157,6 +163,7 @@ class Gateway:
         *,
         clock: Callable[[], datetime] = _utc_now,
         authorization_identity: Identity | None = None,
+        reuse_identity: Identity | None = None,
     ) -> None:
         if ssl_context.minimum_version != ssl.TLSVersion.TLSv1_3:
             raise ValueError("the gateway serves TLS 1.3 only (spec 17.1)")
@@ -206,6 +213,18 @@ class Gateway:
         )
         if isinstance(authority, TemporalAuthority):
             authority.started = self.authorizations.prefetch
+        # The Organization's Knowledge Reuse Policy: approvals for imports. Its key:
+        # ``reuse_identity`` (kept by the stack) or one made for this process.
+        self.knowledge_imports = KnowledgeImports(
+            authority.organization_id,
+            self.readers,
+            authority.mission_view,
+            authority.register_binding,
+            clock,
+            policy_file=options.reuse_policy,
+            refusal_seconds=options.refusal_seconds,
+            identity=reuse_identity,
+        )
         # The Registry's performance records, a projection of every Group log (MWP-IDN-004).
         self.performance = RegistryPerformance(
             authority.store,
@@ -225,6 +244,7 @@ class Gateway:
                         listen_udp(*self.options.hint_listen, self.notify)
                     )
                 await stack.enter_async_context(self.authorizations.serving())
+                await stack.enter_async_context(self.knowledge_imports.serving())
                 yield
         finally:
             if token is not None:
@@ -282,10 +302,16 @@ class Gateway:
         self._gauge.set(len(self.open_connections) - live, {"authenticated": "false"})
 
     async def routes(self, request: Request) -> Response:
-        """Serve one Artifact, authorization or performance-record request."""
+        """Serve one Artifact, authorization, knowledge-import or performance-record request."""
         if is_performance_route(request.target):
             session = await ArtifactRoutes.session(request, self.session_of)
             return await serve_performance(self.performance, session, request)
+        target_group = knowledge_imports.route_of(request.target)
+        if target_group is not None:
+            session = await ArtifactRoutes.session(request, self.session_of)
+            return await knowledge_imports.serve(
+                self.knowledge_imports, session, request, target_group
+            )
         route = authorization.route_of(request.target)
         if route is not None:
             session = await ArtifactRoutes.session(request, self.session_of)

@@ -8,11 +8,13 @@ import json
 
 import pytest
 
+from mwp.agent.declaration import AgentDeclarationError
 from mwp.contracts.coordinator import (
     ON_CHANGES_REQUESTED,
     ON_MESSAGE,
     ON_PROPOSAL,
     PLAN,
+    REUSE,
     REVIEW,
     CoordinatorDecision,
     coordinator_task_queue,
@@ -21,11 +23,13 @@ from mwp.contracts.coordinator import (
 from mwp.coordinator import (
     ChangesContext,
     ChildMission,
+    KnowledgeSource,
     MessageContext,
     Plan,
     PlannedItem,
     PlanningContext,
     ProposalContext,
+    ReuseContext,
     Review,
     ReviewContext,
     codec,
@@ -60,6 +64,9 @@ def test_plans_reviews_and_answers_come_back_equal() -> None:
     assert codec.proposal_answer_of(codec.answer_json(ON_PROPOSAL, None)) is None
     assert codec.reply_of(codec.answer_json(ON_MESSAGE, "Use Markdown.")) == "Use Markdown."
     assert codec.reply_of(codec.answer_json(ON_MESSAGE, None)) is None
+    fix = KnowledgeSource("urn:uuid:g", "sha256:" + "a" * 64)
+    assert codec.sources_of(through_json(codec.answer_json(REUSE, [fix, fix]))) == (fix,)
+    assert codec.sources_of(codec.answer_json(REUSE, ())) == ()
 
 
 async def test_each_function_gets_its_own_context_back() -> None:
@@ -74,12 +81,14 @@ async def test_each_function_gets_its_own_context_back() -> None:
         ON_PROPOSAL: codec.proposal(MISSION, {"proposalId": "p"}),
         REVIEW: codec.review(MISSION, view, evidence),
         ON_MESSAGE: codec.message(MISSION, {"messageId": "x"}, None),
+        REUSE: codec.reuse(MISSION, [{"groupId": "g", "artifacts": []}]),
     }
     built = {h: codec.context_of(h, through_json(c), download) for h, c in contexts.items()}
     assert built[PLAN] == PlanningContext(MISSION)
     assert built[ON_CHANGES_REQUESTED] == ChangesContext(MISSION, "Add notes", [view])
     assert built[ON_PROPOSAL] == ProposalContext(MISSION, {"proposalId": "p"})
     assert built[ON_MESSAGE] == MessageContext(MISSION, {"messageId": "x"}, None)
+    assert built[REUSE] == ReuseContext(MISSION, [{"groupId": "g", "artifacts": []}])
     review = built[REVIEW]
     assert isinstance(review, ReviewContext)
     assert review.evidence_covers_every_criterion and review.artifact_hashes == ["sha256:aa"]
@@ -88,11 +97,26 @@ async def test_each_function_gets_its_own_context_back() -> None:
 
 @pytest.mark.parametrize(
     ("handler", "answer"),
-    [(PLAN, [ITEM]), (REVIEW, True), (ON_PROPOSAL, Plan([ITEM])), (ON_MESSAGE, 42)],
+    [
+        (PLAN, [ITEM]),
+        (REVIEW, True),
+        (ON_PROPOSAL, Plan([ITEM])),
+        (ON_MESSAGE, 42),
+        (REUSE, None),
+        (REUSE, "sha256:aa"),
+        (REUSE, [("urn:uuid:g", "sha256:aa")]),
+    ],
 )
 def test_an_answer_of_the_wrong_type_is_refused(handler: str, answer: object) -> None:
     with pytest.raises(codec.InvalidAnswerError):
         codec.answer_json(handler, answer)
+
+
+def test_a_knowledge_source_names_a_group_and_a_content_hash() -> None:
+    with pytest.raises(AgentDeclarationError):
+        KnowledgeSource("urn:uuid:g", "aa")
+    with pytest.raises(AgentDeclarationError):
+        KnowledgeSource("not an id", "sha256:" + "a" * 64)
 
 
 def test_a_decisions_workflow_id_is_fixed_by_group_coordinator_epoch_function_and_key() -> None:

@@ -11,14 +11,16 @@ from typing import Any
 
 import pytest
 
-from mwp.coordinator import ChildMission, PlannedItem
+from mwp.coordinator import ChildMission, KnowledgeSource, PlannedItem
 from mwp.coordinator.reconcile import (
     ApproveChild,
     Authorize,
+    ImportKnowledge,
     JournaledPlan,
     NeedPlan,
     NeedProposal,
     NeedReplan,
+    NeedReuse,
     Offer,
     PackageRecord,
     Promote,
@@ -41,6 +43,7 @@ from mwp.coordinator.runtime import GroupProjection
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.context_package import PUBLISH_KIND
 from mwp.core.group.ids import event_id
+from mwp.core.group.knowledge import IMPORT_KIND
 from mwp.core.models import validate_document
 from mwp.core.trust.registry import Principal
 from mwp.core.wire.values import format_utc, parse_timestamp
@@ -55,6 +58,7 @@ from tests.unit.group.harness import (
     Harness,
     item_id,
 )
+from tests.unit.group.test_knowledge_reuse import import_payload as reuse_payload
 
 PLAN = JournaledPlan(
     "initial",
@@ -253,6 +257,25 @@ def h_owner() -> Any:
     from tests.unit.group.harness import OWNER
 
     return OWNER
+
+
+def test_reuse_is_asked_once_per_mission_beside_its_plan(h: Harness) -> None:
+    assert steps(h, [], reuses=True) == [NeedReuse(), NeedPlan()]
+    assert steps(h, [], reuses=True, reused=()) == [NeedPlan()]  # answered: not asked again
+    assert steps(h, [], reuses=False) == [NeedPlan()]  # no reuse function: nothing imported
+
+
+def test_an_import_is_due_until_the_group_holds_the_artifact(h: Harness) -> None:
+    payload = reuse_payload(h)
+    manifest = payload["manifest"]
+    source = KnowledgeSource(manifest["groupId"], manifest["contentHash"])
+    assert steps(h, [], reused=(source,)) == [ImportKnowledge(source), NeedPlan()]
+    # Refused in this run (by the policy or the Group): not asked again on every change.
+    refused = frozenset({source.content_hash})
+    assert steps(h, [], reused=(source,), refused_imports=refused) == [NeedPlan()]
+    h.submit(COORD, IMPORT_KIND, payload)  # the runtime's import, accepted
+    assert steps(h, [], reused=(source,)) == [NeedPlan()]
+    assert steps(h, [PLAN], reused=(source,))[0] != ImportKnowledge(source)
 
 
 def test_the_lease_is_renewed_under_a_new_session_or_when_a_third_is_left(h: Harness) -> None:

@@ -14,13 +14,16 @@ from typing import Any, cast
 
 from mwp.agent import CardInfo
 from mwp.client import Identity
+from mwp.contracts.errors import RemoteMwpError
 from mwp.coordinator import (
     Coordinator,
+    KnowledgeSource,
     MessageContext,
     Plan,
     PlannedItem,
     PlanningContext,
     ProposalContext,
+    ReuseContext,
     Review,
     ReviewContext,
 )
@@ -31,6 +34,7 @@ from mwp.coordinator.runtime import CoordinatorRuntime
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.group.api import RULES_CONTEXT
 from mwp.core.group.context_package import PUBLISH_KIND, PUBLISHED_KIND
+from mwp.core.group.knowledge import IMPORT_KIND, IMPORTED_KIND
 from mwp.core.trust.registry import Principal
 from mwp.core.wire.ed25519 import SigningKey
 from tests.unit.group.harness import (
@@ -44,6 +48,7 @@ from tests.unit.group.harness import (
     item_id,
     mission_harness,
 )
+from tests.unit.group.test_knowledge_reuse import import_payload as reuse_payload
 
 CAPABILITY = ("acme.software.python", "2.1.0")  # what the harness's worker declares
 
@@ -360,3 +365,77 @@ async def test_a_replacement_continues_the_plan_its_predecessor_published_but_ne
     ]
     assert authorized == [(item_id("analyse"), COORD2.id), (item_id("build"), COORD2.id)]
     assert len([line for line in b_lines if "took over" in line]) == 1
+
+
+class PolicyLink(PureLink):
+    """A link whose gateway approves the imports of ``approved`` (content hash: the import
+    payload) and refuses any other as the Knowledge Reuse Policy does."""
+
+    def __init__(self, h: Harness, approved: dict[str, dict[str, Any]]) -> None:
+        super().__init__(h)
+        self.approved = approved
+        self.asked: list[str] = []
+
+    async def knowledge_import(
+        self, group_id: str, source_group_id: str, content_hash: str
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        assert group_id == self.h.group_id
+        self.asked.append(content_hash)
+        payload = self.approved.get(content_hash)
+        if payload is None:
+            raise RemoteMwpError(
+                {"code": "AUTH_FORBIDDEN", "message": "Not approved.", "retryable": False}
+            )
+        return payload["manifest"], payload["approval"]
+
+
+async def test_the_runtime_imports_what_reuse_names_once_and_leaves_a_refused_one(
+    tmp_path: Path,
+) -> None:
+    h = mission_harness()
+    payload = reuse_payload(h)
+    fix = KnowledgeSource(payload["manifest"]["groupId"], payload["manifest"]["contentHash"])
+    refused = KnowledgeSource(fix.group_id, "sha256:" + "b" * 64)
+    asked: list[ReuseContext] = []
+    c = coordinator()
+
+    @c.reuse
+    async def reuse(ctx: ReuseContext) -> list[KnowledgeSource]:
+        asked.append(ctx)
+        return [fix, refused]
+
+    journal = PlanJournal(tmp_path)
+    lines: list[str] = []
+
+    def runtime() -> CoordinatorRuntime:
+        return CoordinatorRuntime(
+            c,
+            cast(Any, PolicyLink(h, {fix.content_hash: payload})),
+            journal,
+            report=lines.append,
+            clock=lambda: datetime.fromisoformat(h.now.replace("Z", "+00:00")),
+            id_of=lambda group, key: item_id(key),
+            decisions=in_process(c),
+        )
+
+    rt = runtime()
+    await settle(rt, h)
+    await settle(rt, h)
+    link = cast(PolicyLink, rt.link)
+    imported = [e for e in h.events if e["kind"] == IMPORTED_KIND]
+    assert len(imported) == 1 and imported[0]["actor"]["id"] == COORD.id
+    assert imported[0]["payload"]["contentHash"] == fix.content_hash
+    assert [s["kind"] for s in link.sent].count(IMPORT_KIND) == 1
+    # The refused source was asked for once in this run, reported, and nothing recorded.
+    assert link.asked.count(refused.content_hash) == 1
+    assert any("ImportKnowledge refused: AUTH_FORBIDDEN" in line for line in lines), lines
+    assert len(asked) == 1 and asked[0].mission["missionId"] == h.authority.mission_id
+    # Planning went on meanwhile.
+    assert h.authority.work_item_view(item_id("analyse"))["state"] == "offered"
+
+    # Restarted: reuse is not asked again and what the Group holds is not imported again.
+    again = runtime()
+    await settle(again, h)
+    assert len(asked) == 1
+    assert fix.content_hash not in cast(PolicyLink, again.link).asked
+    assert len([e for e in h.events if e["kind"] == IMPORTED_KIND]) == 1
