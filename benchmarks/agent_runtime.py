@@ -100,6 +100,10 @@ def build_agent(agent_id: str, organization_id: str, owner: Principal, slots: in
         Identity.generate(Principal("agent", agent_id)),
         card=CardInfo(organization_id, owner, f"Bench agent {agent_id.rsplit('-', 1)[-1]}"),
         max_concurrency=slots,
+        # A run takes a few seconds: declared, so the Scheduler's estimates fit it before its
+        # first runs (at the default 600 s and a fair share of 20 Groups, the worst-case start
+        # passed the offers' hour and some were declined).
+        mean_run_seconds=5,
     )
 
     @agent.tool("lookup")
@@ -356,10 +360,6 @@ class Coordinator:
                     {"agentId": item.agent_id, "selectionBasis": selection_basis(in_seconds(60))}
                 ],
                 "expiresAt": in_seconds(3600),
-                # Start within the contract's day: before its first runs the agent's Scheduler
-                # estimates each run at its declared mean (600 s) and the worst case at its fair
-                # share of 20 Groups, past the default hour, and would decline (deadline).
-                "startWithinSeconds": 86400,
                 # The agent is new to the Group: the offer carries its signed Context Package.
                 "contextPackage": await mission.handle.offer_context_package(
                     self.identity, item.work_item_id

@@ -195,7 +195,8 @@ def build_agent_worker(
 
 
 def agent_input(agent: Agent, card_version: int, session_epoch: int, **options: Any) -> Any:
-    """The AgentWorkflow's input for ``agent`` (its card's capabilities and concurrency)."""
+    """The AgentWorkflow's input for ``agent`` (its card's capabilities and concurrency, its
+    declared mean run)."""
     from mwp.contracts.agent import AgentInput
 
     served: dict[str, list[str]] = {}
@@ -207,7 +208,7 @@ def agent_input(agent: Agent, card_version: int, session_epoch: int, **options: 
         capabilities={k: sorted(v) for k, v in served.items()},
         slots=agent.max_concurrency,
         session_epoch=session_epoch,
-        **options,
+        **{"mean_duration_seconds": agent.mean_run_seconds, **options},
     )
 
 

@@ -37,6 +37,8 @@ _TOOL_NAME = re.compile(r"[a-z][a-z0-9_.-]{0,99}")
 ANY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 # A capability's Evidence of verified behaviour; the default says "registered for development".
 DEVELOPMENT_EVIDENCE = "urn:mwp:evidence:development-registration"
+# The mean run an agent declares unless it says otherwise (the Scheduler's long-standing default).
+MEAN_RUN_SECONDS = 600
 
 
 class AgentDeclarationError(ValueError):
@@ -135,6 +137,7 @@ class Agent:
         *,
         card: CardInfo,
         max_concurrency: int = 1,
+        mean_run_seconds: int = MEAN_RUN_SECONDS,
     ) -> None:
         if not is_identifier(agent_id):
             raise AgentDeclarationError(f"agent ID {agent_id!r} is not an absolute URI")
@@ -144,10 +147,15 @@ class Agent:
             raise AgentDeclarationError("max_concurrency must be an integer from 1 to 1024")
         if type(card.card_version) is not int or card.card_version < 1:
             raise AgentDeclarationError("card_version must be a positive integer")
+        if type(mean_run_seconds) is not int or not 1 <= mean_run_seconds <= 7 * 86400:
+            raise AgentDeclarationError("mean_run_seconds must be an integer from 1 to 604800")
         self.agent_id = agent_id
         self.identity = identity
         self.card_info = card
         self.max_concurrency = max_concurrency
+        # How long one run takes, as the agent's author expects: the Scheduler's estimates
+        # (start windows, admission against start-by deadlines) use it until runs are seen.
+        self.mean_run_seconds = mean_run_seconds
         self._capabilities: dict[tuple[str, str], CapabilitySpec] = {}
         self._tools: dict[str, ToolSpec] = {}
 

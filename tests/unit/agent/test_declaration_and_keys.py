@@ -19,6 +19,7 @@ from mwp.agent import (
 from mwp.client import Identity
 from mwp.core.models import DocumentInvalid, validate_document
 from mwp.core.trust.registry import Principal
+from mwp.workers.agent import agent_input
 
 AGENT_ID = "urn:mwp:agent:acme:writer"
 ORG = "urn:mwp:organization:acme"
@@ -158,3 +159,18 @@ def test_attempt_keys_are_deterministic_and_distinct_per_attempt() -> None:
         attempt_key(key, 0)
     with pytest.raises(ValueError):
         attempt_key("pay", 1)
+
+
+@pytest.mark.parametrize("declared", [0, -5, 1.5, 7 * 86400 + 1])
+def test_a_mean_run_outside_one_second_to_a_week_is_refused(declared: Any) -> None:
+    identity = Identity.generate(Principal("agent", AGENT_ID))
+    with pytest.raises(AgentDeclarationError, match="mean_run_seconds"):
+        Agent(AGENT_ID, identity, card=CardInfo(ORG, OWNER, "x"), mean_run_seconds=declared)
+
+
+def test_the_schedulers_input_carries_the_declared_mean_run() -> None:
+    identity = Identity.generate(Principal("agent", AGENT_ID))
+    quick = Agent(AGENT_ID, identity, card=CardInfo(ORG, OWNER, "x"), mean_run_seconds=20)
+    assert agent_input(quick, 1, 1).mean_duration_seconds == 20
+    assert agent_input(declare(), 1, 1).mean_duration_seconds == 600  # the default
+    assert agent_input(quick, 1, 1, mean_duration_seconds=90).mean_duration_seconds == 90
