@@ -47,7 +47,7 @@ from mwp.gateway.hello import Session
 from mwp.gateway.https import HttpRefusal, Request, Response
 from mwp.gateway.visibility import MembershipTimeline
 from mwp.log.delivery import subscribe
-from mwp.log.group_log import GroupEventLog
+from mwp.log.whole_history import WholeGroupHistory
 from mwp.stores.objects import ObjectStore
 
 CLAUSES: tuple[str, ...] = ("MWP-IDN-004",)
@@ -142,9 +142,9 @@ class RegistryPerformance:
     async def _read(self, group_id: str, evidence: RegistryEvidence) -> None:
         found = self._logs.get(group_id)
         if found is None:
-            first = await asyncio.to_thread(GroupEventLog(self.store, group_id).get, 1)
+            first = await asyncio.to_thread(WholeGroupHistory(self.store, group_id).get, 1)
             if first is None:
-                return  # not started, or compacted past its start: nothing to derive
+                return  # not started: nothing to derive yet
             if (first.event.get("acceptedBy") or {}).get("id") != self.authority.id:
                 self._foreign.add(group_id)
                 return
@@ -158,6 +158,7 @@ class RegistryPerformance:
             after=found.cursor,
             authority=self.authority,
             follow=False,
+            log=WholeGroupHistory(self.store, group_id),
         )
         try:
             async for delivered in events:

@@ -34,6 +34,7 @@ from mwp.gateway.attention import wanted
 from mwp.gateway.frames import error_frame, new_frame_id, now_text
 from mwp.gateway.visibility import MembershipTimeline
 from mwp.log.delivery import DeliveredEvent, subscribe
+from mwp.log.whole_history import WholeGroupHistory
 from mwp.stores.objects import ObjectStore
 
 CLAUSES: tuple[str, ...] = (
@@ -67,7 +68,11 @@ class GroupReader:
         self.fault: MwpError | None = None
         self.safety_net_seconds = safety_net_seconds
         self.passes = 0  # completed reads to the end of the stored log
-        self._subscription = subscribe(store, group_id, evidence, authority=authority, follow=False)
+        # The whole history, archive included: every Membership starts at the first Event.
+        history = WholeGroupHistory(store, group_id)
+        self._subscription = subscribe(
+            store, group_id, evidence, authority=authority, follow=False, log=history
+        )
         self._hint = asyncio.Event()
         self._grown = asyncio.Event()
         self._passed = asyncio.Event()
@@ -131,7 +136,7 @@ class GroupReader:
                 self._passed.set()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._hint.wait(), self.safety_net_seconds)
-        except MwpError as exc:  # a log that fails verification, or compacted past its start
+        except MwpError as exc:  # a log that fails verification, or lost below its archive
             log.error(
                 "the Group log of %s cannot be delivered: %s: %s",
                 self.group_id,

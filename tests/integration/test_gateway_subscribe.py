@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 
 from mwp.client import Identity, MwpClient, new_id
+from mwp.core.trust.registry import RegistryEvidence
 from mwp.gateway.client import GatewayClient, Inbox
 from mwp.gateway.hints import ADDRESSES_VARIABLE
 from mwp.gateway.server import GatewayOptions
+from mwp.log.compaction import compact
 from mwp.log.delivery import ObjectCursorStore
 from mwp.stores.objects import open_store
 from tests.integration.conftest import stack_log_location
@@ -31,6 +33,7 @@ from tests.integration.test_gateway import (
     ping_frame,
     running_gateway,
 )
+from tests.integration.test_group_archive import authority_identity
 
 SAFETY_NET = 60.0  # longer than any wait below: a delivery seen in time was pushed
 REFUSAL = 0.3
@@ -341,6 +344,42 @@ async def test_a_dropped_connection_resumes_after_its_acked_cursor(
     got = sequences(inbox.of(group_id))
     assert got == list(range(admitted, missed[-1] + 1))  # nothing lost, each once
     assert inbox.duplicates == first[-1] - acked  # re-sent after the Cursor, deduplicated
+
+
+async def test_a_compacted_group_is_delivered_whole_and_its_memberships_still_hold(
+    gateway: Running, rig: MissionRig, crew: Crew
+) -> None:
+    worker, leaver = crew.workers[0], crew.spares[0]
+    admitted = await admit(rig, worker)
+    joined = await admit(rig, leaver)
+    await post(rig, "archived")
+    ended = await rig.coordinate(
+        "membership.end", {"memberId": leaver.principal.id, "reason": "done"}
+    )
+    removal = int(ended["events"][0]["sequence"])
+    await post(rig, "archived, after the removal")
+    last = await post(rig, "online")
+    log, _ = await rig.verified_log()
+    authority = authority_identity(rig)
+    evidence = RegistryEvidence.from_json(await crew.organization.registry.evidence_json())
+    # The Membership Events are only in the archive now; the reader starts at subscription.
+    await asyncio.to_thread(
+        compact, log, removal + 1, authority.key_id, authority.key, evidence=evidence
+    )
+    assert await asyncio.to_thread(log.first_sequence) == removal + 2
+    group_id = rig.mission.group_id
+    async with gateway.client() as client, gateway.client() as former:
+        await client.hello(worker)
+        await former.hello(leaver)
+        inbox, old = Inbox(), Inbox()
+        await client.subscribe([group(rig)])
+        await former.subscribe([group(rig)])
+        await reach(client, inbox, group_id, last)
+        assert sequences(inbox.of(group_id)) == list(range(admitted, last + 1))
+        await reach(former, old, group_id, removal)
+        await nothing_more(former, old)
+        assert sequences(old.of(group_id)) == list(range(joined, removal + 1))
+        assert not inbox.errors and not old.errors
 
 
 async def test_hints_from_another_process_wake_the_reader(

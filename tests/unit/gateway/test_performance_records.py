@@ -13,6 +13,7 @@ from mwp.core.trust.registry import RegistryEvidence
 from mwp.core.wire.ed25519 import SigningKey
 from mwp.gateway.https import HttpRefusal
 from mwp.gateway.performance import RegistryPerformance, _parsed, performance_path
+from mwp.log.compaction import compact
 from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import FolderObjectStore
 from tests.event_log_samples import OTHER_KEY, OTHER_KEY_ID, OTHER_SERVICE, authority_evidence
@@ -90,6 +91,22 @@ async def test_every_group_of_the_organization_is_read_and_reading_again_adds_no
     assert {o: set(ids) for o, ids in rebuilt.cited.items()} == {
         o: set(ids) for o, ids in kept.cited.items()
     }
+
+
+async def test_a_compacted_group_is_read_from_its_archive(tmp_path: Path) -> None:
+    store = FolderObjectStore(tmp_path)
+    a = alpha()
+    sealed(store, a)
+    outcomes = len(a.events)
+    a.authorize("e")  # the head stays online
+    sealed(store, a, outcomes)
+    log = GroupEventLog(store, a.group_id)
+    compact(log, outcomes, KEY_ID, KEY, evidence=EVIDENCE, authority=AUTHORITY)
+    assert log.first_sequence() == outcomes + 1  # every outcome is in the archive now
+    records = projection(store)
+    await records.refresh()
+    assert counts(records, W1.id)[0] == {"changes_requested": 1}
+    assert counts(records, W2.id)[0] == {"completed": 1}
 
 
 async def test_events_are_cited_only_where_the_reader_is_a_member(tmp_path: Path) -> None:
