@@ -142,17 +142,24 @@ async def test_a_replacement_coordinator_takes_over_from_the_latest_package_and_
 
             await eventually(a_sees_b, timeout=30)
             epochs = await mission.epochs(a.agent_id)
-            stale = a.identity.command(
-                "mission.renew_coordinator",
-                {"leaseSeconds": 3600},
-                group_id=mission.group_id,
-                session_epoch=runtime.link.session_epoch,
-                membership_epoch=epochs["membershipEpoch"],
-                coordinator_epoch=1,
-                issued_at=format_utc(runtime.clock()),
-            )
-            error = await refused(runtime.link.command(stale))
-            assert error.code is ErrorCode.AUTH_STALE_COORDINATOR
+
+            async def fenced_by_its_coordinator_epoch() -> bool:
+                stale = a.identity.command(
+                    "mission.renew_coordinator",
+                    {"leaseSeconds": 3600},
+                    group_id=mission.group_id,
+                    session_epoch=runtime.link.session_epoch,
+                    membership_epoch=epochs["membershipEpoch"],
+                    coordinator_epoch=1,
+                    issued_at=format_utc(runtime.clock()),
+                )
+                error = await refused(runtime.link.command(stale))
+                if error.code is ErrorCode.AUTH_STALE_SESSION:
+                    return False  # the Registry's notice of A's new Session is on its way
+                assert error.code is ErrorCode.AUTH_STALE_COORDINATOR
+                return True
+
+            await eventually(fenced_by_its_coordinator_epoch, timeout=30, interval=0.5)
 
     (took,) = [line for line in b_lines if "took over" in line]
     assert f"from Context Package {latest['contextPackageId']}" in took, b_lines
