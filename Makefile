@@ -7,7 +7,7 @@ NODE_STAMP := clients/node/node_modules/.package-lock.json
 MWP_PROTOCOL_ROOT ?= ../shared/mwp-0.1
 export MWP_PROTOCOL_ROOT
 
-.PHONY: install test lint typecheck unit conformance demo bench bench-group bench-floor bench-log bench-scheduler bench-agents bench-offer-floor bench-work-item-floor bench-gateway clean
+.PHONY: install test lint typecheck unit conformance demo bench bench-group bench-floor bench-log bench-scheduler bench-agents bench-offer-floor bench-work-item-floor bench-gateway bench-agent-startup clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -81,6 +81,11 @@ bench-work-item-floor: $(STAMP)
 # direct Update (a few minutes).
 bench-gateway: $(STAMP)
 	$(BIN)/python -m benchmarks.gateway_delivery
+
+# Agent and Coordinator processes: wall time and CPU until each serves, one at a time and the
+# demo's six at once (about a minute).
+bench-agent-startup: $(STAMP)
+	$(BIN)/python -m benchmarks.agent_startup
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis clients/node/node_modules

@@ -8,6 +8,8 @@ inside ``workflow.unsafe.imports_passed_through()``), so this list is the whole 
 
 When the process traces (:mod:`mwp.workers.tracing`), the plugin also gives every Worker and
 Replayer the process's tracing interceptor (a Worker whose client already has it keeps one).
+A Worker given no build ID gets :func:`~mwp.workers.build_id.build_id`, cheaper to compute than
+the SDK's default.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import UnsandboxedWorkflowRunner, WorkflowRunner
+from temporalio.worker import UnsandboxedWorkflowRunner, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from mwp.workers.build_id import build_id
 from mwp.workers.tracing import active_interceptors
 
 SANDBOX_PASSTHROUGH: Mapping[str, str] = {
@@ -59,3 +62,10 @@ class MwpPlugin(SimplePlugin):
         super().__init__(
             PLUGIN_NAME, workflow_runner=_runner, interceptors=active_interceptors() or None
         )
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        config = super().configure_worker(config)
+        versioned = ("build_id", "deployment_config", "use_worker_versioning")
+        if not any(config.get(key) for key in versioned):
+            config["build_id"] = build_id()
+        return config
