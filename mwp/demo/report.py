@@ -2,7 +2,9 @@
 
 A check is recorded once, passed or failed, with its proof (Event IDs and kinds, sequences,
 error codes, PIDs); the report is one JSON object, and the demo exits non-zero unless every
-check passed."""
+check passed. A scene run beside others records its checks in a part of its own, which joins
+the report where the demo waits for that scene: the report's order is the code's, not the
+timing's."""
 
 from __future__ import annotations
 
@@ -28,11 +30,25 @@ class Report:
     facts: Json = field(default_factory=dict)
 
     def check(self, name: str, passed: bool, says: str, **proof: Any) -> bool:
-        if any(c.name == name for c in self.checks):
-            raise ValueError(f"check {name} is recorded twice")
-        self.checks.append(Check(name, bool(passed), says, proof))
+        self._record(Check(name, bool(passed), says, proof))
         self.out(f"  {'PASS' if passed else 'FAIL'}  {name}: {says}")
         return bool(passed)
+
+    def part(self) -> Report:
+        """A report for a scene run beside others: its lines are said as they come, its checks
+        wait to `join` this report."""
+        return Report(self.out)
+
+    def join(self, part: Report) -> None:
+        """``part``'s checks, after those recorded here so far."""
+        for recorded in part.checks:
+            self._record(recorded)
+        part.checks = []
+
+    def _record(self, recorded: Check) -> None:
+        if any(c.name == recorded.name for c in self.checks):
+            raise ValueError(f"check {recorded.name} is recorded twice")
+        self.checks.append(recorded)
 
     def failed(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]

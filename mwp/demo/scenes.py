@@ -1,4 +1,6 @@
-"""The demo's scenes, in order, each recording the named checks it proves (see `mwp.demo.run`)."""
+"""The demo's scenes, each recording the named checks it proves (see `mwp.demo.run`): in order,
+but for those that need neither the other's outcome nor a Group left quiet, which run beside
+the main line (`mwp.demo.beside`) while it waits for the work."""
 
 from __future__ import annotations
 
@@ -20,7 +22,9 @@ from mwp.contracts.agent import (
     agent_workflow_id,
 )
 from mwp.core.errors import MwpError
+from mwp.core.trust.registry import RegistryEvidence
 from mwp.demo import cast, knowledge, proofs
+from mwp.demo.beside import Beside
 from mwp.demo.console_driver import ConsoleSession
 from mwp.demo.groups import GroupEvents, mirrored, proof, read_log
 from mwp.demo.human import DrivenOwner, Owner, PersonAtConsole
@@ -83,109 +87,66 @@ async def play(poc: ProofOfConcept) -> None:
     lead.start()
     await lead.wait_for("Gateway", 90)
 
-    # Lease expiry: the reviewer dies mid-review and stays down; its lease runs out and the
-    # Coordinator offers the review to the analyst, who resumes from the last checkpoint.
-    reviewing = await until(
-        "the reviewer to checkpoint the code review",
-        lambda: _checkpointed(full, "reviewer"),
-    )
-    expired = reviewing["workItemId"]
-    poc.report.out(f"killed the reviewer (PID {poc.process('reviewer').kill()}) in {expired}")
-    poc.release("review")
+    async with Beside(poc) as beside:
+        # Beside the scenes from here to the gateway outage: the isolation and credential
+        # checks, once what they ask about is there (they open Sessions through the gateway:
+        # done before it goes down).
+        isolated = beside.start(lambda p: _isolation(p, client, small, full))
+        expired = await _lease_expiry(poc, full)
+        preempted = await _preemption(poc, full)
 
-    # Safe checkpoint preemption: the developer's integration run is asked to stop at its
-    # next checkpoint, once it holds at its cue after the first (asked before that, it could
-    # stop at the first before the scene saw the request taken, and the scene waited forever).
-    integrating = await until(
-        "the developer to checkpoint the integration",
-        lambda: _running(full, "developer", "Integration", checkpointed=True),
-    )
-    preempted = integrating["workItemId"]
-    await _preempt(poc, "developer", full.group_id, preempted)
-    await until(
-        "the developer's runtime to take the preemption request",
-        lambda: _preemption_requested(poc, "developer", full.group_id, preempted),
-    )
-    poc.release("integration")
-    poc.report.out(f"asked the developer to stop {preempted} at its next checkpoint")
+        await until(
+            "both Missions to await Approval", lambda: _both(full, small, "awaiting_approval")
+        )
+        # Beside the console's reads and change request, until the small Mission's approval.
+        failures = beside.start(lambda p: _protocol_failures(p, client, small, full, replaced))
+        owner = KeyStore.in_state_dir(poc.state).load("human-ada")
+        async with ConsoleSession(poc.console_url, owner) as console:
+            await _console_reads(poc, console, owner, full, small)
+            first = (await full.view())["submission"]["missionRevision"]
+            human = _owner(poc, console)
+            asked = await human.decide(full, "request_changes", CHANGES)
+            check(
+                "human.change_request",
+                asked.events == ["mission.changes_requested"] and asked.key_id == owner.key_id,
+                "the owner's change request, signed with the owner's key in the console, is "
+                "accepted",
+                events=asked.events,
+                **asked.proof,
+            )
+            await failures.done()
+            approved_small = await human.decide(small, "approve")
+            await until(
+                "the hotfix to await Approval", lambda: in_state(hotfix, "awaiting_approval")
+            )
+            approved_hotfix = await human.decide(hotfix, "approve")
+            check(
+                "console.approval",
+                approved_small.events == approved_hotfix.events == ["mission.approved"]
+                and approved_small.key_id == approved_hotfix.key_id == owner.key_id,
+                "the small Mission and the hotfix are approved from the console",
+                events=[approved_small.events, approved_hotfix.events],
+                decisions=[approved_small.proof, approved_hotfix.proof],
+            )
+            revising = await until(
+                "the developer to run the revision", lambda: _running(full, "developer", "Revise")
+            )
+            child = await isolated.done()
+            # Beside the outage, needing no gateway: the approved Missions' logs.
+            closed = {"small": small, "hotfix": hotfix, "child": child}
+            archived = beside.start(lambda p: _archive_and_verify(p, client, closed))
+            cut = await _disconnect(poc)
+            await until("the revised Mission", lambda: _resubmitted(full, first))
+            approved = await human.decide(full, "approve")
+            check(
+                "human.approves_revision",
+                approved.events == ["mission.approved"] and approved.key_id == owner.key_id,
+                "the owner approves the revised Mission in the console",
+                events=approved.events,
+                **approved.proof,
+            )
+        logs = await archived.done()
 
-    await until("both Missions to await Approval", lambda: _both(full, small, "awaiting_approval"))
-    await _protocol_failures(poc, client, small, full, replaced)
-    owner = KeyStore.in_state_dir(poc.state).load("human-ada")
-    async with ConsoleSession(poc.console_url, owner) as console:
-        logged = await console.log_in()
-        check(
-            "console.login",
-            logged["principal"]["id"] == owner.principal.id,
-            "the MissionOwner logged in by signing the console's challenge",
-            principal=logged["principal"],
-            keyId=owner.key_id,
-        )
-        listed = {m["missionId"]: m for m in await console.missions()}
-        check(
-            "console.missions_at_a_glance",
-            all(listed.get(m.mission_id, {}).get("awaitingApproval") for m in (full, small)),
-            "the console lists both Missions as awaiting Approval",
-            missions={k: v["state"] for k, v in listed.items()},
-        )
-        detail = await console.mission(full.mission_id)
-        criteria = [c for item in detail["workItems"] for c in item["criteria"]]
-        check(
-            "console.evidence_per_criterion",
-            len(detail["workItems"]) == 5
-            and bool(criteria)
-            and all(c.get("evidence") for c in criteria),
-            "the Mission page shows every WorkItem with Evidence for each criterion",
-            workItems=len(detail["workItems"]),
-            criteria=len(criteria),
-        )
-        artifacts = detail["artifacts"]
-        read = [await console.artifact(full.mission_id, a["contentHash"]) for a in artifacts]
-        check(
-            "console.artifacts_hash_checked",
-            len(read) == 5 and all(ok for _, _, ok in read),
-            "every Artifact opens in the console, its bytes matching its content hash",
-            artifacts=[named for _, named, _ in read],
-        )
-        first = (await full.view())["submission"]["missionRevision"]
-        human = _owner(poc, console)
-        asked = await human.decide(full, "request_changes", CHANGES)
-        check(
-            "human.change_request",
-            asked.events == ["mission.changes_requested"] and asked.key_id == owner.key_id,
-            "the owner's change request, signed with the owner's key in the console, is accepted",
-            events=asked.events,
-            **asked.proof,
-        )
-        approved_small = await human.decide(small, "approve")
-        await until("the hotfix to await Approval", lambda: in_state(hotfix, "awaiting_approval"))
-        approved_hotfix = await human.decide(hotfix, "approve")
-        check(
-            "console.approval",
-            approved_small.events == approved_hotfix.events == ["mission.approved"]
-            and approved_small.key_id == approved_hotfix.key_id == owner.key_id,
-            "the small Mission and the hotfix are approved from the console",
-            events=[approved_small.events, approved_hotfix.events],
-            decisions=[approved_small.proof, approved_hotfix.proof],
-        )
-        revising = await until(
-            "the developer to run the revision", lambda: _running(full, "developer", "Revise")
-        )
-        cut = await _disconnect(poc)
-        await until("the revised Mission", lambda: _resubmitted(full, first))
-        approved = await human.decide(full, "approve")
-        check(
-            "human.approves_revision",
-            approved.events == ["mission.approved"] and approved.key_id == owner.key_id,
-            "the owner approves the revised Mission in the console",
-            events=approved.events,
-            **approved.proof,
-        )
-
-    child = await _child_of(client, small)
-    await prove_isolation(poc, small)
-    await prove_credentials(poc, child, full, small)
-    await _archive(poc, small)
     injected = proofs.Injected(
         killed=running[0]["workItemId"],
         killed_at=killed_at,
@@ -197,10 +158,115 @@ async def play(poc: ProofOfConcept) -> None:
         disconnection=cut,
         arrived_at=arrived_at,
     )
-    missions = {"full": full, "small": small, "hotfix": hotfix, "child": child}
-    await _prove_from_logs(poc, client, missions, injected)
+    await _prove_from_logs(poc, client, full, logs, injected)
     await knowledge.prove_reuse(poc, reused, full)
     await until("", lambda: in_state(full, "approved"), 5)
+
+
+async def _lease_expiry(poc: ProofOfConcept, full: MissionHandle) -> str:
+    """The reviewer dies mid-review and stays down; its lease runs out and the Coordinator
+    offers the review to the analyst, who resumes from the last checkpoint. The review."""
+    reviewing = await until(
+        "the reviewer to checkpoint the code review",
+        lambda: _checkpointed(full, "reviewer"),
+    )
+    expired: str = reviewing["workItemId"]
+    poc.report.out(f"killed the reviewer (PID {poc.process('reviewer').kill()}) in {expired}")
+    poc.release("review")
+    return expired
+
+
+async def _preemption(poc: ProofOfConcept, full: MissionHandle) -> str:
+    """Safe checkpoint preemption: the developer's integration run is asked to stop at its
+    next checkpoint, once it holds at its cue after the first (asked before that, it could
+    stop at the first before the scene saw the request taken, and the scene waited forever).
+    The integration."""
+    integrating = await until(
+        "the developer to checkpoint the integration",
+        lambda: _running(full, "developer", "Integration", checkpointed=True),
+    )
+    preempted: str = integrating["workItemId"]
+    await _preempt(poc, "developer", full.group_id, preempted)
+    await until(
+        "the developer's runtime to take the preemption request",
+        lambda: _preemption_requested(poc, "developer", full.group_id, preempted),
+    )
+    poc.release("integration")
+    poc.report.out(f"asked the developer to stop {preempted} at its next checkpoint")
+    return preempted
+
+
+async def _console_reads(
+    poc: ProofOfConcept,
+    console: ConsoleSession,
+    owner: Identity,
+    full: MissionHandle,
+    small: MissionHandle,
+) -> None:
+    """What the MissionOwner sees in the console before deciding."""
+    check = poc.report.check
+    logged = await console.log_in()
+    check(
+        "console.login",
+        logged["principal"]["id"] == owner.principal.id,
+        "the MissionOwner logged in by signing the console's challenge",
+        principal=logged["principal"],
+        keyId=owner.key_id,
+    )
+    listed = {m["missionId"]: m for m in await console.missions()}
+    check(
+        "console.missions_at_a_glance",
+        all(listed.get(m.mission_id, {}).get("awaitingApproval") for m in (full, small)),
+        "the console lists both Missions as awaiting Approval",
+        missions={k: v["state"] for k, v in listed.items()},
+    )
+    detail = await console.mission(full.mission_id)
+    criteria = [c for item in detail["workItems"] for c in item["criteria"]]
+    check(
+        "console.evidence_per_criterion",
+        len(detail["workItems"]) == 5
+        and bool(criteria)
+        and all(c.get("evidence") for c in criteria),
+        "the Mission page shows every WorkItem with Evidence for each criterion",
+        workItems=len(detail["workItems"]),
+        criteria=len(criteria),
+    )
+    artifacts = detail["artifacts"]
+    read = [await console.artifact(full.mission_id, a["contentHash"]) for a in artifacts]
+    check(
+        "console.artifacts_hash_checked",
+        len(read) == 5 and all(ok for _, _, ok in read),
+        "every Artifact opens in the console, its bytes matching its content hash",
+        artifacts=[named for _, named, _ in read],
+    )
+
+
+async def _isolation(
+    poc: ProofOfConcept, client: MwpClient, small: MissionHandle, full: MissionHandle
+) -> MissionHandle:
+    """Context and credential isolation at the gateway (`mwp.demo.isolation`): the outsider's
+    questions about the small Mission's Group once it awaits Approval, the analyst's once its
+    work is done (the code review, its last, verified: its HELLO here ends its runtime's
+    Session). The child Mission the analyst worked in."""
+    await until("the small Mission to await Approval", lambda: in_state(small, "awaiting_approval"))
+    child = await _child_of(client, small)
+    await prove_isolation(poc, small)
+    await until("the analyst's code review to be verified", lambda: _verified(full, 4))
+    await prove_credentials(poc, child, full, small)
+    return child
+
+
+async def _archive_and_verify(
+    poc: ProofOfConcept, client: MwpClient, closed: dict[str, MissionHandle]
+) -> dict[str, GroupEvents]:
+    """The approved small Mission's Group archived, then the signed log of each approved
+    Mission in ``closed`` verified; their Events, by name."""
+    await _archive(poc, closed["small"])
+    evidence = await client.registry(organization_id_of(poc.state)).evidence()
+    return {
+        name: await _verified_log(poc, client, evidence, name, mission)
+        for name, mission in closed.items()
+    }
 
 
 def _owner(poc: ProofOfConcept, console: ConsoleSession) -> Owner:
@@ -221,7 +287,9 @@ async def _disconnect(poc: ProofOfConcept) -> Json:
     await asyncio.sleep(DISCONNECTED_SECONDS)
     gateway.start()
     await gateway.wait_for("Artifacts", 60)
-    return {"killed": killed, "restarted": gateway.process.pid if gateway.process else None}
+    restarted = gateway.process.pid if gateway.process else None
+    poc.report.out(f"the gateway serves again (PID {restarted})")
+    return {"killed": killed, "restarted": restarted}
 
 
 async def _running(
@@ -536,27 +604,39 @@ async def _protocol_failures(
     )
 
 
+async def _verified_log(
+    poc: ProofOfConcept,
+    client: MwpClient,
+    evidence: RegistryEvidence,
+    name: str,
+    mission: MissionHandle,
+) -> GroupEvents:
+    """The Mission's Group Event log, once it holds every Event the Group accepted, verified."""
+    through = await mirrored(client, mission)
+    log, events = read_log(poc.store, mission.group_id)
+    verdict = log.verify_all(evidence)
+    poc.report.check(
+        f"log.{name}.verifies",
+        verdict.ok and verdict.last_sequence == through,
+        f"the {name} Mission's Group Event log is signed, hash-chained and verifies",
+        verified=verdict.verified,
+        fault=str(verdict.fault or ""),
+    )
+    return events
+
+
 async def _prove_from_logs(
     poc: ProofOfConcept,
     client: MwpClient,
-    missions: dict[str, MissionHandle],
+    full: MissionHandle,
+    closed: dict[str, GroupEvents],
     injected: proofs.Injected,
 ) -> None:
+    """The checks read from the Groups' logs: the full Mission's, verified here, and those of
+    the Missions approved before it (``closed``, verified beside the outage)."""
     check = poc.report.check
     evidence = await client.registry(organization_id_of(poc.state)).evidence()
-    logs: dict[str, GroupEvents] = {}
-    for name, mission in missions.items():
-        through = await mirrored(client, mission)
-        log, events = read_log(poc.store, mission.group_id)
-        verdict = log.verify_all(evidence)
-        check(
-            f"log.{name}.verifies",
-            verdict.ok and verdict.last_sequence == through,
-            f"the {name} Mission's Group Event log is signed, hash-chained and verifies",
-            verified=verdict.verified,
-            fault=str(verdict.fault or ""),
-        )
-        logs[name] = events
+    logs = {"full": await _verified_log(poc, client, evidence, "full", full), **closed}
     _stages(poc, logs["full"])
     lead = cast.agent_id("lead")
     after = [

@@ -14,6 +14,7 @@ approves the revised Mission there. Then it sends what a hostile or confused cli
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -200,6 +201,12 @@ class ProofOfConcept:
             cards={n: c and c["cardVersion"] for n, c in cards.items()},
             keys=keys,
         )
+
+    def reporting_to(self, report: Report) -> ProofOfConcept:
+        """The same processes and Missions, checks recorded in ``report`` (`mwp.demo.beside`)."""
+        apart = copy.copy(self)
+        apart.report = report
+        return apart
 
     def release(self, cue: str) -> None:
         """Let the runs waiting at ``cue`` go on (see `cast.CUES`)."""

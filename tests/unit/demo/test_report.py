@@ -28,3 +28,29 @@ def test_a_check_is_recorded_once() -> None:
     report.check("console.login", True, "logged in")
     with pytest.raises(ValueError, match="twice"):
         report.check("console.login", True, "again")
+
+
+def test_a_part_joins_in_the_order_joined_not_the_order_checked() -> None:
+    said: list[str] = []
+    report = Report(said.append)
+    beside = report.part()
+    beside.check("archival.signed_snapshot", True, "archived")  # checked first, beside
+    report.check("human.approves_revision", True, "approved")
+    assert [c.name for c in report.checks] == ["human.approves_revision"]
+    report.join(beside)
+    assert [c["name"] for c in report.to_json()["checks"]] == [
+        "human.approves_revision",
+        "archival.signed_snapshot",
+    ]
+    assert said[0] == "  PASS  archival.signed_snapshot: archived"  # said when it was checked
+    report.join(beside)  # joined once
+    assert len(report.checks) == 2
+
+
+def test_a_check_in_a_part_is_still_recorded_once() -> None:
+    report = Report(lambda _: None)
+    beside = report.part()
+    beside.check("console.login", True, "logged in")
+    report.check("console.login", True, "again")
+    with pytest.raises(ValueError, match="twice"):
+        report.join(beside)
