@@ -451,7 +451,7 @@ async def _registered_card(link: GatewayLink, agent: Agent, lines: Callable[[str
     """The version of the agent's Agent Card the Registry holds (the runtime serves under it:
     offers pin it), read through the gateway; a card that lacks a capability the declaration
     serves is named, since offers of that work cannot pin it."""
-    card = await link.client.agent_card(link.artifacts_url)
+    card = await link.agent_card()
     if card is None:
         raise GatewayUnavailableError(
             f"the Registry holds no Agent Card of {agent.agent_id}: register it first "

@@ -22,10 +22,10 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
@@ -44,6 +44,7 @@ from mwp.gateway.frames import Incoming, new_frame_id, now_text
 from mwp.gateway.tls import client_context
 
 Json = dict[str, Any]
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 CLAUSES: tuple[str, ...] = ("MWP-WRK-008",)
@@ -57,6 +58,11 @@ HELLO_SECONDS = 30.0
 # How often the link proves the agent alive (well inside the gateway's session lifetime).
 PING_SECONDS = 60.0
 RESENDS = 3
+# An HTTPS route of the gateway answers within this once the request is sent, or the request is
+# made again on a new TLS connection, up to ROUTE_TRIES times in all: a request the gateway took
+# and never answered (a gateway just restarted) fails fast instead of holding the runtime.
+ROUTE_ANSWER_SECONDS = 5.0
+ROUTE_TRIES = 3
 # Commands whose Events may still be on their way: far more than a runtime has in flight.
 OWN_ACTIONS = 4096
 # Refusals that mean the epochs a Command carried are behind what the gateway delivered.
@@ -163,6 +169,7 @@ class GatewayLink:
                     f"the gateway at {settings.url} closed the connection ({exc}); has "
                     "`mwp registry init` run?"
                 ) from None
+            client.answer_seconds = ROUTE_ANSWER_SECONDS
             link = cls(client, agent, settings.artifacts())
             tasks = [asyncio.create_task(link._read()), asyncio.create_task(link._keep_alive())]
             try:
@@ -347,18 +354,28 @@ class GatewayLink:
     # --- Artifacts ---------------------------------------------------------------------------
 
     async def upload(self, group_id: str, data: bytes) -> str:
-        with self._reaching():
-            return await self.client.upload_artifact(self.artifacts_url, group_id, data)
+        return await self._routed(
+            lambda: self.client.upload_artifact(self.artifacts_url, group_id, data)
+        )
 
-    @contextlib.contextmanager
-    def _reaching(self) -> Iterator[None]:
-        """An HTTPS route of the gateway: unreachable is :class:`Disconnected`."""
-        if self.closed.is_set():
-            raise Disconnected("the gateway connection closed")
-        try:
-            yield
-        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
-            raise Disconnected(f"{type(exc).__name__}: {exc}") from exc
+    async def agent_card(self) -> Json | None:
+        """The agent's Agent Card as the Registry holds it now."""
+        return await self._routed(lambda: self.client.agent_card(self.artifacts_url))
+
+    async def _routed(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call``, a request to an HTTPS route of the gateway (each route idempotent), made
+        again on a new connection when it gets no answer; unreachable is
+        :class:`Disconnected`."""
+        for attempt in range(ROUTE_TRIES):
+            if self.closed.is_set():
+                raise Disconnected("the gateway connection closed")
+            try:
+                return await call()
+            except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+                if attempt == ROUTE_TRIES - 1:
+                    raise Disconnected(f"{type(exc).__name__}: {exc}") from exc
+                log.warning("the gateway's route did not answer (%s): asking again", exc)
+        raise AssertionError("unreachable")
 
     async def learn_offered(self, group_id: str, event: Mapping[str, Any]) -> list[Json]:
         """Before ``event`` is applied: if it offers this agent a WorkItem the agent does not
@@ -369,7 +386,9 @@ class GatewayLink:
         if package is None:
             return []
         try:
-            cited = await self.client.cited_events(self.artifacts_url, group_id, package)
+            cited = await self._routed(
+                lambda: self.client.cited_events(self.artifacts_url, group_id, package)
+            )
         except Exception:  # the Scheduler cannot admit it: the offer lapses
             log.exception("retrieving the Events Context Package %s cites failed", package)
             return []
@@ -381,18 +400,21 @@ class GatewayLink:
         self, agent_id: str, capability: str | None = None
     ) -> list[PerformanceRecord]:
         """The Registry's performance records of ``agent_id`` (for a Coordinator's offers)."""
-        with self._reaching():
-            return await self.client.performance_records(self.artifacts_url, agent_id, capability)
+        return await self._routed(
+            lambda: self.client.performance_records(self.artifacts_url, agent_id, capability)
+        )
 
     async def knowledge_import(
         self, group_id: str, source_group_id: str, content_hash: str
     ) -> tuple[Json, Json]:
         """The manifest and approval for a Coordinator's import (``GatewayClient``'s)."""
-        with self._reaching():
-            return await self.client.knowledge_import(
+        return await self._routed(
+            lambda: self.client.knowledge_import(
                 self.artifacts_url, group_id, source_group_id, content_hash
             )
+        )
 
     async def download(self, group_id: str, content_hash: str) -> bytes:
-        with self._reaching():
-            return await self.client.artifact(self.artifacts_url, group_id, content_hash)
+        return await self._routed(
+            lambda: self.client.artifact(self.artifacts_url, group_id, content_hash)
+        )

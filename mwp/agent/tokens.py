@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 from mwp.agent.actions import INLINE_TOOL
 from mwp.agent.context import ResourceAccess
 from mwp.agent.gateway_connection import GatewayConnection
+from mwp.agent.gateway_link import ROUTE_ANSWER_SECONDS, ROUTE_TRIES
 from mwp.agent.gateway_views import UnknownWorkItemError
 from mwp.agent.offline import Disconnected
 from mwp.contracts.agent import ExecutionOrder
@@ -198,7 +199,8 @@ class TokenHolder:
             "operations": sorted(scope.operations),
             "resources": sorted(scope.resources),
         }
-        answer = await self._post(token_path(o.group_id, o.work_item_id), asked, 201)
+        path = token_path(o.group_id, o.work_item_id)
+        answer = await self._post(path, asked, 201, tries=ROUTE_TRIES)  # a new token each time
         self._token = CapabilityToken(answer["token"])
         self.obtained += 1
         return self._token
@@ -213,7 +215,18 @@ class TokenHolder:
             return ResourceScope(frozenset())
         return ResourceScope.of(view["contract"])
 
-    async def _post(self, path: str, body: Json, expected: int) -> Json:
+    async def _post(self, path: str, body: Json, expected: int, *, tries: int = 1) -> Json:
+        """POST ``body`` to a route; a tool call is presented once (a second could be charged
+        twice), a token asked for again on a new connection when no answer came."""
+        for attempt in range(tries):
+            try:
+                return await self._posted(path, body, expected)
+            except Disconnected:
+                if attempt == tries - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _posted(self, path: str, body: Json, expected: int) -> Json:
         link = self._connection.current()
         client = link.client
         if client.session_token is None:
@@ -234,6 +247,7 @@ class TokenHolder:
                 },
                 body=canonicalize(body),
                 max_body=_MAX_ANSWER_BYTES,
+                answer_seconds=ROUTE_ANSWER_SECONDS,
             )
         except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
             raise Disconnected(f"{type(exc).__name__}: {exc}") from exc

@@ -106,6 +106,9 @@ class GatewayClient:
         self.context = context
         self.session_epoch: int | None = None
         self.session_token: str | None = None
+        # How long an HTTPS route's answer may take once the request is sent (None: up to the
+        # request's whole timeout).
+        self.answer_seconds: float | None = None
         # Frames read while waiting for another answer (Events of other Commands...).
         self.unrelated: list[Incoming] = []
 
@@ -379,4 +382,5 @@ class GatewayClient:
             headers=headers,
             body=body,
             max_body=max_bytes,
+            answer_seconds=self.answer_seconds,
         )

@@ -233,12 +233,16 @@ async def request(
     body: bytes = b"",
     max_body: int,
     timeout: float = 30.0,
+    answer_seconds: float | None = None,
 ) -> Response:
-    """One request on its own TLS connection; the response (body bounded by ``max_body``)."""
+    """One request on its own TLS connection; the response (body bounded by ``max_body``).
+    ``answer_seconds`` bounds the connection's handshakes and, once the request is sent, the
+    wait for the response's head (``TimeoutError``), within the whole request's ``timeout``."""
     async with asyncio.timeout(timeout):
-        reader, writer = await asyncio.open_connection(
-            url_host, port, ssl=context, limit=MAX_HEAD_BYTES
-        )
+        async with asyncio.timeout(answer_seconds):  # the TCP and TLS handshakes
+            reader, writer = await asyncio.open_connection(
+                url_host, port, ssl=context, limit=MAX_HEAD_BYTES
+            )
         try:
             shown = f"[{url_host}]" if ":" in url_host else url_host
             head = [f"{method} {target} HTTP/1.1", f"Host: {shown}:{port}", "Connection: close"]
@@ -247,7 +251,8 @@ async def request(
                 head.append(f"Content-Length: {len(body)}")
             writer.write(("\r\n".join(head) + "\r\n\r\n").encode("ascii") + body)
             await writer.drain()
-            data = await reader.readuntil(b"\r\n\r\n")
+            async with asyncio.timeout(answer_seconds):
+                data = await reader.readuntil(b"\r\n\r\n")
             status_line, _, rest = data[:-4].decode("ascii").partition("\r\n")
             status = int(status_line.split(" ")[1])
             found: dict[str, str] = {}
