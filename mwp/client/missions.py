@@ -26,7 +26,12 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
 )
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -56,6 +61,7 @@ from mwp.contracts.mission import (
     MissionInput,
     mission_workflow_id,
 )
+from mwp.contracts.names import ORGANIZATION_ID
 from mwp.contracts.work_item import QUERY_WORK_ITEM as QUERY_CHILD_VIEW
 from mwp.contracts.work_item import WORK_ITEM_FAILED, work_item_workflow_id
 from mwp.core.errors import ErrorCode, MwpError
@@ -470,6 +476,9 @@ class MissionClient:
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 static_summary=summary,
                 task_timeout=MISSION_TASK_TIMEOUT,
+                # Set at start, so the Mission is listed as its Organization's from the first
+                # moment, with no workflow change (the Mission never upserts it).
+                search_attributes=organization_attribute(self.organization_id),
             )
             try:
                 with raising_mwp_errors(), server_limits_as_mwp_errors():
@@ -490,6 +499,11 @@ class MissionClient:
             return result
 
         return await resending_until_decided(send)
+
+
+def organization_attribute(organization_id: str) -> TypedSearchAttributes:
+    """The search attribute naming the Organization whose Group Authority a Mission is."""
+    return TypedSearchAttributes([SearchAttributePair(ORGANIZATION_ID, organization_id)])
 
 
 def mission_summary(payload: Mapping[str, Any]) -> str:

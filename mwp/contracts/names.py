@@ -21,6 +21,9 @@ WORK_ITEM_ID = SearchAttributeKey.for_keyword("WorkItemId")
 WORK_ITEM_STATE = SearchAttributeKey.for_keyword("WorkItemState")
 OWNER = SearchAttributeKey.for_keyword("Owner")
 CAPABILITY = SearchAttributeKey.for_keyword("Capability")
+# The Organization whose Group Authority a MissionWorkflow is, set by the client that starts it:
+# a gateway lists only its own Organization's Missions when several share a namespace.
+ORGANIZATION_ID = SearchAttributeKey.for_keyword("OrganizationId")
 
 SEARCH_ATTRIBUTES: tuple[str, ...] = tuple(
     key.name
@@ -32,5 +35,6 @@ SEARCH_ATTRIBUTES: tuple[str, ...] = tuple(
         WORK_ITEM_STATE,
         OWNER,
         CAPABILITY,
+        ORGANIZATION_ID,
     )
 )
