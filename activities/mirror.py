@@ -13,8 +13,9 @@ unarchived: it verifies the Group's whole log, stores the signed final snapshot
 (:func:`mwp.log.compaction.archive_group`, idempotent) and returns the archive Command the
 workflow then decides, signed by the same Group Authority key.
 
-After each appended batch it publishes a content-free hint ``(groupId, lastSequence)``
-(:mod:`mwp.gateway.hints`), so gateways read the new entries at once instead of polling.
+After each appended batch it publishes a content-free hint ``(groupId, lastSequence)`` naming
+the Group Authority (:mod:`mwp.gateway.hints`), so gateways read the new entries at once
+instead of polling, and gateways of other Organizations leave them alone.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Mirror:
         log = GroupEventLog(self.store, batch.group_id)
         result = log.seal_and_append(batch.events, identity.key_id, identity.key)
         assert result.last_sequence is not None
-        publish_appended(batch.group_id, result.last_sequence)
+        publish_appended(batch.group_id, result.last_sequence, batch.authority_id)
         return result.last_sequence
 
     @activity.defn(name=ARCHIVE_GROUP)

@@ -1,15 +1,19 @@
-"""Content-free hints that a Group's log grew: ``(groupId, lastSequence)``.
+"""Content-free hints that a Group's log grew: ``(groupId, lastSequence, authorityId)``.
 
 The mirror activity (the log's only writer) calls :func:`publish_appended` after each appended
 batch. A hint says only "read this Group's log again"; it carries no Event, so a lost, late or
-forged hint changes nothing but when a reader looks, and the log stays the only truth.
+forged hint changes nothing but when a reader looks, and the log stays the only truth. It
+names the Group Authority whose key signs the log, so that a gateway of another Organization
+sharing the authority worker or its hint addresses ignores it instead of reading a log it
+cannot verify. A hint without one (from a mirror older than that member) is read as before.
 
 * **In process** (a gateway beside the authority worker): :data:`BOARD` calls every listener on
   its own event loop (the mirror runs in a worker thread, so through
   ``loop.call_soon_threadsafe``).
 * **Across processes**: each address in the environment variable :data:`ADDRESSES_VARIABLE`
   (``HOST:PORT[,HOST:PORT...]``, set in the authority worker's environment) gets the hint as one
-  UDP datagram, the JCS bytes of ``{"groupId": ..., "lastSequence": ...}``; a gateway receives
+  UDP datagram, the JCS bytes of ``{"groupId": ..., "lastSequence": ..., "authorityId": ...}``
+  (``authorityId`` optional); a gateway receives
   them with :func:`listen_udp`. The channel is meant for the authority zone's own hosts (bind it
   to loopback or a private interface): anyone who can reach it can only make a reader look early.
 
@@ -37,7 +41,8 @@ log = logging.getLogger(__name__)
 ADDRESSES_VARIABLE: Final = "MWP_GATEWAY_HINTS"
 MAX_HINT_BYTES: Final = 1024
 
-Listener = Callable[[str, int], None]
+# (group_id, last_sequence, authority_id): the Group Authority Principal ID, None if unsaid.
+Listener = Callable[[str, int, str | None], None]
 
 
 class HintBoard:
@@ -49,7 +54,8 @@ class HintBoard:
         self._next = 0
 
     def add(self, listener: Listener) -> int:
-        """Call ``listener(group_id, last_sequence)`` on the running loop for every hint."""
+        """Call ``listener(group_id, last_sequence, authority_id)`` on the running loop for
+        every hint."""
         loop = asyncio.get_running_loop()
         with self._lock:
             self._next += 1
@@ -60,23 +66,26 @@ class HintBoard:
         with self._lock:
             self._listeners.pop(token, None)
 
-    def publish(self, group_id: str, last_sequence: int) -> None:
+    def publish(self, group_id: str, last_sequence: int, authority_id: str | None = None) -> None:
         """Hand the hint to every listener (from any thread)."""
         with self._lock:
             listeners = list(self._listeners.values())
         for loop, listener in listeners:
             with contextlib.suppress(RuntimeError):  # that loop is closed: its gateway is gone
-                loop.call_soon_threadsafe(listener, group_id, last_sequence)
+                loop.call_soon_threadsafe(listener, group_id, last_sequence, authority_id)
 
 
 BOARD: Final = HintBoard()
 
 
-def hint_bytes(group_id: str, last_sequence: int) -> bytes:
-    return canonicalize({"groupId": group_id, "lastSequence": last_sequence})
+def hint_bytes(group_id: str, last_sequence: int, authority_id: str | None = None) -> bytes:
+    hint: dict[str, object] = {"groupId": group_id, "lastSequence": last_sequence}
+    if authority_id is not None:
+        hint["authorityId"] = authority_id
+    return canonicalize(hint)
 
 
-def parse_hint(data: bytes) -> tuple[str, int] | None:
+def parse_hint(data: bytes) -> tuple[str, int, str | None] | None:
     """A datagram's hint, or None for anything else (ignored, never answered)."""
     if len(data) > MAX_HINT_BYTES:
         return None
@@ -84,14 +93,19 @@ def parse_hint(data: bytes) -> tuple[str, int] | None:
         value = parse_bytes(data)
     except JsonSyntaxError:
         return None
-    if not isinstance(value, dict) or set(value) != {"groupId", "lastSequence"}:
+    if not isinstance(value, dict) or set(value) - {"authorityId"} != {"groupId", "lastSequence"}:
         return None
     group_id, sequence = value["groupId"], value["lastSequence"]
-    if not isinstance(group_id, str) or not group_id or len(group_id) > 512:
+    authority_id = value.get("authorityId")
+    if not _identifier(group_id) or (authority_id is not None and not _identifier(authority_id)):
         return None
     if not isinstance(sequence, int) or isinstance(sequence, bool) or sequence < 1:
         return None
-    return group_id, sequence
+    return group_id, sequence, authority_id
+
+
+def _identifier(value: object) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 512
 
 
 def addresses(text: str | None) -> list[tuple[str, int]]:
@@ -104,14 +118,14 @@ def addresses(text: str | None) -> list[tuple[str, int]]:
     return found
 
 
-def publish_appended(group_id: str, last_sequence: int) -> None:
+def publish_appended(group_id: str, last_sequence: int, authority_id: str | None = None) -> None:
     """The mirror's call after appending a batch: in process, and to every configured address."""
     try:
-        BOARD.publish(group_id, last_sequence)
+        BOARD.publish(group_id, last_sequence, authority_id)
         targets = addresses(os.environ.get(ADDRESSES_VARIABLE))
         if not targets:
             return
-        data = hint_bytes(group_id, last_sequence)
+        data = hint_bytes(group_id, last_sequence, authority_id)
         for host, port in targets:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             with socket.socket(family, socket.SOCK_DGRAM) as sock:

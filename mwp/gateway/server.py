@@ -172,6 +172,7 @@ class Gateway:
         self.server_certificate = server_certificate
         self.options = options
         self.clock = clock
+        self._group_authority = group_authority(authority.organization_id).id
         self.readers = Readers(
             authority.store,
             authority.evidence,
@@ -253,8 +254,13 @@ class Gateway:
             await self.readers.close()
             await self.cursor_writes.all_stored()
 
-    def notify(self, group_id: str, last_sequence: int) -> None:
-        """A hint: wake the Group's reader, and find the Group for standing subscribers."""
+    def notify(self, group_id: str, last_sequence: int, authority_id: str | None = None) -> None:
+        """A hint: wake the Group's reader, and find the Group for standing subscribers.
+
+        A hint naming another Organization's Group Authority is dropped here: no reader of
+        this gateway could verify that Group's log, so it is never read for it."""
+        if authority_id is not None and authority_id != self._group_authority:
+            return
         self.readers.notify(group_id, last_sequence)
         self.discovery.hint(group_id, last_sequence)
         self.authority.notify(group_id, last_sequence)

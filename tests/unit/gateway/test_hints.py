@@ -20,8 +20,13 @@ from mwp.gateway.hints import (
 
 
 def test_only_exact_hints_are_read() -> None:
-    assert parse_hint(hint_bytes("urn:g:1", 7)) == ("urn:g:1", 7)
-    assert parse_hint(b'{"groupId": "urn:g:1", "lastSequence": 7}') == ("urn:g:1", 7)
+    assert parse_hint(hint_bytes("urn:g:1", 7)) == ("urn:g:1", 7, None)
+    assert parse_hint(b'{"groupId": "urn:g:1", "lastSequence": 7}') == ("urn:g:1", 7, None)
+    assert parse_hint(hint_bytes("urn:g:1", 7, "urn:o:1:service:group-authority")) == (
+        "urn:g:1",
+        7,
+        "urn:o:1:service:group-authority",
+    )
     for junk in (
         b"",
         b"not json",
@@ -31,6 +36,8 @@ def test_only_exact_hints_are_read() -> None:
         b'{"groupId": "urn:g:1", "lastSequence": 1, "event": {}}',
         b'{"groupId": "urn:g:1", "groupId": "urn:g:2", "lastSequence": 1}',
         b'{"groupId": "' + b"x" * 2000 + b'", "lastSequence": 1}',
+        b'{"groupId": "urn:g:1", "lastSequence": 1, "authorityId": 7}',
+        b'{"groupId": "urn:g:1", "lastSequence": 1, "authorityId": ""}',
     ):
         assert parse_hint(junk) is None, junk
 
@@ -44,11 +51,13 @@ def test_addresses_skip_malformed_entries() -> None:
 
 
 async def test_a_hint_published_from_another_thread_reaches_the_listeners_loop() -> None:
-    got: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
-    token = BOARD.add(lambda group, sequence: got.put_nowait((group, sequence)))
+    got: asyncio.Queue[tuple[str, int, str | None]] = asyncio.Queue()
+    token = BOARD.add(
+        lambda group, sequence, authority: got.put_nowait((group, sequence, authority))
+    )
     try:
-        await asyncio.to_thread(publish_appended, "urn:g:thread", 3)
-        assert await asyncio.wait_for(got.get(), 2) == ("urn:g:thread", 3)
+        await asyncio.to_thread(publish_appended, "urn:g:thread", 3, "urn:o:a")
+        assert await asyncio.wait_for(got.get(), 2) == ("urn:g:thread", 3, "urn:o:a")
     finally:
         BOARD.remove(token)
     await asyncio.to_thread(publish_appended, "urn:g:thread", 4)
@@ -57,16 +66,22 @@ async def test_a_hint_published_from_another_thread_reaches_the_listeners_loop()
 
 
 async def test_a_hint_crosses_processes_over_udp(monkeypatch: pytest.MonkeyPatch) -> None:
-    got: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
-    async with listen_udp("127.0.0.1", 0, lambda g, s: got.put_nowait((g, s))) as (host, port):
+    got: asyncio.Queue[tuple[str, int, str | None]] = asyncio.Queue()
+    async with listen_udp("127.0.0.1", 0, lambda g, s, a: got.put_nowait((g, s, a))) as (
+        host,
+        port,
+    ):
         # Another process, as the authority worker's mirror would be.
         env = {ADDRESSES_VARIABLE: f"{host}:{port}"}
-        code = "from mwp.gateway.hints import publish_appended; publish_appended('urn:g:far', 9)"
+        code = (
+            "from mwp.gateway.hints import publish_appended; "
+            "publish_appended('urn:g:far', 9, 'urn:o:far')"
+        )
         process = await asyncio.to_thread(
             subprocess.run, [sys.executable, "-c", code], env=env, check=True, timeout=60
         )
         assert process.returncode == 0
-        assert await asyncio.wait_for(got.get(), 5) == ("urn:g:far", 9)
+        assert await asyncio.wait_for(got.get(), 5) == ("urn:g:far", 9, "urn:o:far")
 
 
 def test_publishing_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
