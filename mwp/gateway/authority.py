@@ -16,11 +16,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from temporalio.client import WorkflowExecution
+
 from mwp.client import ClientError, Identity, MwpClient, OrganizationRegistryClient
 from mwp.client.missions import MissionHandle
 from mwp.contracts.messages import group_authority
 from mwp.contracts.mission import MISSION_WORKFLOW_TYPE, mission_workflow_id
-from mwp.contracts.names import GROUP_ID
+from mwp.contracts.names import GROUP_ID, ORGANIZATION_ID
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
 from mwp.core.log.event_log import LogEntry
 from mwp.core.trust.registry import RegistryEvidence
@@ -132,6 +134,7 @@ class TemporalAuthority:
         self.receipt_seconds = receipt_seconds
         self.group_lookup_seconds = group_lookup_seconds
         self._workflows: dict[str, str] = {}
+        self._roots: dict[str, str | None] = {}  # a child Mission's root: its Organization
         self._epochs = Recent(self.registry.session_epochs, SESSION_CHECK_SECONDS)
         self._evidence = Recent(self.registry.evidence, EVIDENCE_SECONDS)
         self._appended: dict[str, asyncio.Event] = {}
@@ -215,27 +218,64 @@ class TemporalAuthority:
         self._evidence.forget()
 
     async def running_groups(self) -> AsyncIterator[str]:
-        query = f"WorkflowType = '{MISSION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'"
+        query = (
+            f"WorkflowType = '{MISSION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
+            f"AND {self._own_missions()}"
+        )
         executions = self.client.temporal.list_workflows(query, page_size=LIST_PAGE_SIZE)
         async for execution in executions:
             group_id = execution.typed_search_attributes.get(GROUP_ID)
-            if group_id:  # none yet for a Mission started a moment ago: its hints find it
+            # None yet for a Mission started a moment ago: its hints find it.
+            if group_id and await self._ours(execution):
                 yield group_id
+
+    def _own_missions(self) -> str:
+        """The visibility filter of the Missions that may be this Organization's: those it
+        started, and those without the attribute (:meth:`_ours` looks closer at them). Other
+        Organizations sharing the namespace are left out before any of their logs is read."""
+        organization = _quoted(self.organization_id)
+        return f"({ORGANIZATION_ID.name} = '{organization}' OR {ORGANIZATION_ID.name} IS NULL)"
+
+    async def _ours(self, execution: WorkflowExecution) -> bool:
+        """Whether a listed Mission may be this Organization's. A child Mission carries no
+        OrganizationId (workflow code starts it, and sets none): it is its root Mission's,
+        which a client started with the attribute. A Mission started before the attribute
+        existed, or under such a root, may be anyone's: its log tells, read as before."""
+        organization = execution.typed_search_attributes.get(ORGANIZATION_ID)
+        if organization is None and execution.root_id not in (None, execution.id):
+            organization = await self._root_organization(execution.root_id)
+        return organization in (None, self.organization_id)
+
+    async def _root_organization(self, root_id: str) -> str | None:
+        # Set at the root's start and carried across continue-as-new: it never changes.
+        if root_id not in self._roots:
+            query = f"WorkflowId = '{_quoted(root_id)}'"
+            found = {
+                e.typed_search_attributes.get(ORGANIZATION_ID)
+                async for e in self.client.temporal.list_workflows(query)
+            }
+            self._roots[root_id] = next(iter(found - {None}), None)
+        return self._roots[root_id]
 
     async def _mission_workflow(self, group_id: str) -> str:
         known = self._workflows.get(group_id)
         if known is not None:
             return known
-        query = f"WorkflowType = 'MissionWorkflow' AND GroupId = '{_quoted(group_id)}'"
+        query = (
+            f"WorkflowType = '{MISSION_WORKFLOW_TYPE}' AND {GROUP_ID.name} = '{_quoted(group_id)}' "
+            f"AND {self._own_missions()}"
+        )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.group_lookup_seconds
         while True:
-            found = {e.id async for e in self.client.temporal.list_workflows(query)}
-            if len(found) == 1:
-                workflow_id = found.pop()
+            found = [e async for e in self.client.temporal.list_workflows(query)]
+            workflows = {e.id for e in found}
+            if len(workflows) == 1 and await self._ours(found[0]):
+                workflow_id = found[0].id
                 self._workflows[group_id] = workflow_id
                 return workflow_id
-            if found or loop.time() >= deadline:
+            # Another Organization's Group is answered as an unknown one is, as late.
+            if len(workflows) > 1 or loop.time() >= deadline:
                 raise group_not_found(group_id)
             await asyncio.sleep(0.2)
 

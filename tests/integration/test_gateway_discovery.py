@@ -9,20 +9,28 @@ seconds was found from a hint, not from reading on an interval."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.common import TypedSearchAttributes
 
-from mwp.client import Identity, MwpClient
+from mwp.client import Identity, MwpClient, missions
+from mwp.contracts.mission import mission_workflow_id
+from mwp.contracts.names import ORGANIZATION_ID
+from mwp.core.trust.registry import RegistryEvidence
 from mwp.gateway import MEMBER_GROUPS
 from mwp.gateway.client import GatewayClient, Inbox
+from mwp.gateway.hints import BOARD
 from mwp.gateway.server import GatewayOptions
+from mwp.gateway.subscriptions import GroupReader
 from mwp.log.delivery import ObjectCursorStore
 from mwp.stores.objects import open_store
 from tests.integration.conftest import stack_log_location
 from tests.integration.missions_helper import Crew, MissionRig, new_crew, new_mission
+from tests.integration.test_child_and_follow_up_missions import _promote
 from tests.integration.test_gateway import Running, running_gateway
 from tests.integration.test_gateway_subscribe import (
     admit,
@@ -230,3 +238,85 @@ async def test_without_hints_the_safety_net_listing_finds_a_new_mission(
         admitted = await admit(later, worker)
         await client.collect(inbox, lambda box: bool(box.of(later.mission.group_id)), timeout=10)
         assert sequences(inbox.of(later.mission.group_id))[0] == admitted
+
+
+async def test_another_organizations_missions_are_never_read(
+    mwp_client: MwpClient,
+    crew: Crew,
+    rig: MissionRig,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two Organizations on one dev server and its one worker: the standing subscription of
+    A's gateway reads A's Missions only. B's Mission and its child Mission (which carries no
+    OrganizationId: its root's tells), running at SUBSCRIBE, listed again at each safety net and
+    growing after (their hints reach A's gateway), are never read, so nothing about them is
+    logged. A's child Mission, and a Mission of A started without the attribute (as before it
+    existed), are still found."""
+    worker = crew.workers[0]
+    foreign = await new_mission(mwp_client, await new_crew(mwp_client, workers=1, spares=1))
+    await post(foreign, "running at SUBSCRIBE")
+    foreign_child, _ = await _promote(foreign, await foreign.authorize("B's child"))
+    own_child, _ = await _promote(rig, await rig.authorize("A's child"))
+    with monkeypatch.context() as before_the_attribute:
+        before_the_attribute.setattr(missions, "organization_attribute", lambda _: NO_ATTRIBUTES)
+        legacy = await new_mission(mwp_client, crew)
+    assert await organization_of(mwp_client, legacy) is None
+    assert await organization_of(mwp_client, foreign_child) is None
+    assert await organization_of(mwp_client, foreign) == foreign.crew.organization.organization_id
+    own = [await admit(rig, worker), await admit(legacy, worker)]
+    strangers = {foreign.mission.group_id, foreign_child.mission.group_id}
+
+    options = GatewayOptions(safety_net_seconds=0.5, refusal_seconds=0.3)  # several listings
+    caplog.set_level(logging.WARNING, logger="mwp.gateway")
+    hinted: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+    async with running_gateway(mwp_client, crew.organization, tmp_path, options=options) as running:
+        read = reads_of(running, monkeypatch)
+        # Added after the gateway's listener: it sees each hint after the gateway did.
+        token = BOARD.add(lambda group_id, sequence, _: hinted.put_nowait((group_id, sequence)))
+        try:
+            async with running.client() as client:
+                inbox = Inbox()
+                await standing(client, worker)
+                for found, admitted in zip((rig, legacy), own, strict=True):
+                    await reach(client, inbox, found.mission.group_id, admitted)
+                grown = await post(foreign, "hinted after SUBSCRIBE")
+                while await asyncio.wait_for(hinted.get(), PUSHED_SECONDS) != (
+                    foreign.mission.group_id,
+                    grown,
+                ):
+                    pass
+                await asyncio.sleep(3 * options.safety_net_seconds)  # listed again meanwhile
+        finally:
+            BOARD.remove(token)
+        assert {rig.mission.group_id, legacy.mission.group_id, own_child.mission.group_id} <= read
+        assert not strangers & read
+        assert not strangers & running.gateway.discovery.held
+    about_strangers = [r for r in caplog.records if any(g in r.getMessage() for g in strangers)]
+    assert about_strangers == []
+
+
+NO_ATTRIBUTES = TypedSearchAttributes.empty
+
+
+async def organization_of(client: MwpClient, rig: MissionRig) -> str | None:
+    """The Mission's OrganizationId search attribute, as visibility holds it."""
+    description = await client.temporal.get_workflow_handle(
+        mission_workflow_id(rig.mission.mission_id)
+    ).describe()
+    return description.typed_search_attributes.get(ORGANIZATION_ID)
+
+
+def reads_of(running: Running, monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """The Groups whose log the gateway's readers read from now on (filled as they do)."""
+    read: set[str] = set()
+    readers = running.gateway.readers
+    acquire = readers.acquire
+
+    async def recorded(group_id: str, *, evidence: RegistryEvidence | None = None) -> GroupReader:
+        read.add(group_id)
+        return await acquire(group_id, evidence=evidence)
+
+    monkeypatch.setattr(readers, "acquire", recorded)
+    return read
