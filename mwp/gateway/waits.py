@@ -1,4 +1,5 @@
-"""Waiting for an event at most a while, without losing a cancellation.
+"""Waiting for an event at most a while, or for a cancelled task, without losing a
+cancellation.
 
 On Python 3.11, ``asyncio.wait_for(event.wait(), seconds)`` returns normally when its task is
 cancelled after the event was set but before the task resumed: the inner wait is done, so
@@ -9,11 +10,15 @@ reader as a hint arrived was never answered (``GroupReader.stop``).
 
 ``asyncio.timeout`` counts the task's cancellations (``Task.uncancel``) and re-raises any it
 did not cause itself, so :func:`wait_at_most` is built on it.
+
+Awaiting a task one has cancelled under ``suppress(CancelledError)`` swallows the waiter's
+own cancellation too, when it comes meanwhile: :func:`cancelled` lets that one through.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 
 async def wait_at_most(event: asyncio.Event, seconds: float) -> bool:
@@ -24,3 +29,14 @@ async def wait_at_most(event: asyncio.Event, seconds: float) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+async def cancelled(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` and wait for its end; the waiter's own cancellation propagates."""
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise
