@@ -13,6 +13,7 @@ import pytest
 
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
 from mwp.core.trust.registry import RegistryEvidence
+from mwp.gateway.artifacts import ArtifactGate
 from mwp.gateway.subscriptions import GroupReader, Readers
 from mwp.stores.objects import FolderObjectStore
 from tests.event_log_samples import AUTHORITY, EVIDENCE, GROUP
@@ -95,6 +96,47 @@ async def test_the_last_request_of_a_reader_hinted_as_it_ends_is_answered(
     await asyncio.sleep(0.05)  # the reader waits for a hint
     readers.notify(GROUP, 2)  # the log grew
     await within(2, readers.release(GROUP))
+    assert GROUP not in readers
+
+
+async def test_a_request_whose_read_was_hinted_meanwhile_is_answered(
+    scripted: ScriptedLog, tmp_path: Path
+) -> None:
+    """As an upload uses a reader: acquire, decide, release at once; the mirror's hint comes
+    while the reader reads for it, so the reader's next hint wait ends at once, just as the
+    release stops it."""
+    readers = readers_of(tmp_path)
+
+    async def upload() -> int:
+        reader = await readers.acquire(GROUP)
+        try:
+            return reader.head
+        finally:
+            await readers.release(GROUP)
+
+    scripted.hold = asyncio.Event()
+    uploading = asyncio.create_task(upload())
+    await within(2, scripted.at_end.wait())
+    readers.notify(GROUP, 2)  # the log grew while the reader read
+    scripted.hold.set()
+    assert await within(2, uploading) == 1
+    assert GROUP not in readers
+
+
+async def test_an_upload_whose_read_was_hinted_meanwhile_is_answered(
+    scripted: ScriptedLog, tmp_path: Path
+) -> None:
+    """The same through the upload route's decision (here a stranger's: refused, answered)."""
+    readers = readers_of(tmp_path)
+    gate = ArtifactGate(readers, FolderObjectStore(tmp_path), refusal_seconds=0)
+    scripted.hold = asyncio.Event()
+    uploading = asyncio.create_task(gate.upload("urn:mwp:agent:developer", GROUP, b"state"))
+    await within(2, scripted.at_end.wait())
+    readers.notify(GROUP, 2)
+    scripted.hold.set()
+    with pytest.raises(MwpError) as refused:
+        await within(2, uploading)
+    assert refused.value.code is ErrorCode.GROUP_NOT_FOUND
     assert GROUP not in readers
 
 
