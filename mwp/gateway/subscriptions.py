@@ -19,7 +19,6 @@ position when the Agent acknowledges (MWP-MSN-014).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -33,7 +32,7 @@ from mwp.core.trust.registry import Principal, RegistryEvidence
 from mwp.gateway.attention import wanted
 from mwp.gateway.frames import error_frame, new_frame_id, now_text
 from mwp.gateway.visibility import MembershipTimeline
-from mwp.gateway.waits import wait_at_most
+from mwp.gateway.waits import cancelled, wait_at_most
 from mwp.log.delivery import DeliveredEvent, subscribe
 from mwp.log.whole_history import WholeGroupHistory
 from mwp.stores.objects import ObjectStore
@@ -98,9 +97,7 @@ class GroupReader:
         """Stop reading; anyone still waiting on the reader gets a retryable fault."""
         try:
             if self._task is not None:
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._task
+                await cancelled(self._task)
         finally:
             self.stopped = True
             if self.fault is None:
@@ -306,9 +303,7 @@ class Feed:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancelled(self._task)
 
     def cancel(self) -> None:
         """Stop at once: nothing more is sent (:meth:`stop` waits for the end)."""

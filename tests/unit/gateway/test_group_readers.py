@@ -140,6 +140,23 @@ async def test_an_upload_whose_read_was_hinted_meanwhile_is_answered(
     assert GROUP not in readers
 
 
+async def test_stopping_a_reader_keeps_the_stoppers_own_cancellation(
+    scripted: ScriptedLog, tmp_path: Path
+) -> None:
+    """Discovery's safety net, cancelled while it lets a reader go, must end (not read on)."""
+    reader = GroupReader(
+        FolderObjectStore(tmp_path), GROUP, EVIDENCE, AUTHORITY, safety_net_seconds=30
+    )
+    reader.start()
+    await within(2, reader.refresh())
+    stopping = asyncio.create_task(reader.stop())
+    await asyncio.sleep(0)
+    stopping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await within(2, stopping)
+    assert reader.stopped
+
+
 async def test_two_requests_on_a_cold_gateway_share_one_reader_and_read(
     scripted: ScriptedLog, tmp_path: Path
 ) -> None:
