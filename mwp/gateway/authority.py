@@ -11,7 +11,6 @@ signatures, as any later reader of the log.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -27,6 +26,7 @@ from mwp.core.errors import Diagnostic, ErrorCode, MwpError
 from mwp.core.log.event_log import LogEntry
 from mwp.core.trust.registry import RegistryEvidence
 from mwp.core.trust.signed_document import VerificationError, verify
+from mwp.gateway.waits import wait_at_most
 from mwp.log.delivery import CursorStore, ObjectCursorStore
 from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import ObjectStore
@@ -305,8 +305,7 @@ class TemporalAuthority:
                         diagnostic=Diagnostic("gateway", "receipt-not-mirrored"),
                     )
                 appended = self._appended.setdefault(group_id, asyncio.Event())
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(appended.wait(), _LOG_POLL_SECONDS)
+                await wait_at_most(appended, _LOG_POLL_SECONDS)  # a cancellation is never lost
                 entry = await asyncio.to_thread(log.get, sequence)
             entries.append(entry)
         try:

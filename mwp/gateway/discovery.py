@@ -32,6 +32,7 @@ from typing import Any
 from mwp.core.trust.registry import RegistryEvidence
 from mwp.gateway import MEMBER_GROUPS
 from mwp.gateway.subscriptions import GroupReader, Readers
+from mwp.gateway.waits import cancelled
 
 __all__ = ["MEMBER_GROUPS", "Discovery", "Standing"]
 
@@ -128,9 +129,9 @@ class Discovery:
         for key, task in attaching.items():
             if self._attaching.get(key) is task:
                 del self._attaching[key]
-        if self._standing:
-            return  # a standing SUBSCRIBE came meanwhile: what is held serves it
         for group_id in list(self._held):
+            if self._standing:
+                return  # a standing SUBSCRIBE came meanwhile: what is still held serves it
             await self._drop(group_id)
 
     # --- finding --------------------------------------------------------------------------
@@ -155,9 +156,16 @@ class Discovery:
         return listed
 
     def _find(self, group_id: str, evidence: RegistryEvidence | None) -> None:
+        """Find the Group, unless it is held or being found: one finding task per Group."""
+        if group_id in self._held or group_id in self._finding:
+            return
         task = asyncio.create_task(self._hold(group_id, evidence), name=f"find {group_id}")
         self._finding[group_id] = task
-        task.add_done_callback(lambda _: self._finding.pop(group_id, None))
+        task.add_done_callback(lambda _: self._found(group_id, task))
+
+    def _found(self, group_id: str, task: asyncio.Task[None]) -> None:
+        if self._finding.get(group_id) is task:
+            del self._finding[group_id]
 
     async def _hold(self, group_id: str, evidence: RegistryEvidence | None) -> None:
         # A hinted Group (no evidence fetched for a listing) is read at once: the hot path.
@@ -171,7 +179,7 @@ class Discovery:
             except Exception:
                 log.warning("reading the Group log of %s failed", group_id, exc_info=True)
                 return
-        if not self._standing:
+        if not self._standing or group_id in self._held:  # one held use of a reader per Group
             await self.readers.release(group_id)
             return
         self._held[group_id] = reader
@@ -228,10 +236,12 @@ class Discovery:
                     await self._drop(group_id)  # its Mission closed; a hint finds it again
 
     async def _drop(self, group_id: str) -> None:
+        # Out of the bookkeeping at once: a listing or hint meanwhile finds the Group again.
+        held = self._held.pop(group_id, None)
         watcher = self._watchers.pop(group_id, None)
-        if watcher is not None:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
-        if self._held.pop(group_id, None) is not None:
-            await self.readers.release(group_id)
+        try:
+            if watcher is not None:
+                await cancelled(watcher)
+        finally:
+            if held is not None:
+                await self.readers.release(group_id)

@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 MAX_HEAD_BYTES: Final = 16 * 1024
 HEAD_SECONDS: Final = 10.0
 BODY_SECONDS: Final = 60.0
+# A route's whole answer, its body read included: past this the request gets a retryable
+# error object instead of waiting on (a wait inside a route must never hold a request for ever).
+ROUTE_SECONDS: Final = BODY_SECONDS + 30.0
+# Sending the answer to a peer that does not read it.
+SEND_SECONDS: Final = 60.0
 # A refused request's unread body, up to this much, is read and dropped before the connection
 # closes: closing over unread bytes resets it, and the peer could lose the answer.
 DISCARD_BYTES: Final = 1024 * 1024
@@ -170,8 +175,36 @@ async def _discard(request: Request) -> None:
                 remaining -= len(chunk)
 
 
+async def _answer(handler: Handler, request: Request, route_seconds: float) -> Response:
+    bound = asyncio.timeout(route_seconds)
+    try:
+        async with bound:
+            return await handler(request)
+    except MwpError as exc:
+        return error_response(exc)
+    except Exception:
+        if bound.expired():
+            log.error("%s %s: no answer within %s s", request.method, request.target, route_seconds)
+            reason = "route-timeout"
+        else:
+            log.exception("serving %s %s failed", request.method, request.target)
+            reason = "route-failed"
+        return error_response(
+            MwpError(
+                ErrorCode.INTERNAL_ERROR,
+                "The authority zone could not be reached.",
+                retryable=True,
+                diagnostic=Diagnostic("https", reason),
+            )
+        )
+
+
 async def _serve_one(
-    handler: Handler, max_body: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    handler: Handler,
+    max_body: int,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    route_seconds: float = ROUTE_SECONDS,
 ) -> None:
     request: Request | None = None
     try:
@@ -180,21 +213,10 @@ async def _serve_one(
         except HttpRefusal as exc:
             response = error_response(exc)
         else:
-            try:
-                response = await handler(request)
-            except MwpError as exc:
-                response = error_response(exc)
-            except Exception:
-                log.exception("serving %s %s failed", request.method, request.target)
-                response = error_response(
-                    MwpError(
-                        ErrorCode.INTERNAL_ERROR,
-                        "The authority zone could not be reached.",
-                        retryable=True,
-                    )
-                )
+            response = await _answer(handler, request, route_seconds)
         writer.write(_response_bytes(response))
-        await writer.drain()
+        async with asyncio.timeout(SEND_SECONDS):
+            await writer.drain()
         if request is not None:
             await _discard(request)
     except (ConnectionError, TimeoutError, asyncio.IncompleteReadError, ssl.SSLError):

@@ -394,12 +394,19 @@ class Connection:
         except ConnectionClosed:
             pass
         finally:
-            for task in self.commands | self.subscribing:
-                task.cancel()
+            await self.cancel_decisions()
             self.set_session(None)
             await self.end_feeds()
             if self.agent_id is not None:
                 await self.gateway.cursor_writes.stored(self.agent_id)
+
+    async def cancel_decisions(self) -> None:
+        """Cancel the Commands and SUBSCRIBEs still being decided, and wait for them to end:
+        a cancelled SUBSCRIBE releases the reader it took before the feeds end."""
+        tasks = self.commands | self.subscribing
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def end_feeds(self) -> None:
         await self.sit_down()
@@ -582,6 +589,9 @@ class Connection:
             await readers.release(group_id)
             await self.send_error(_unavailable(), frame.frame_id)
             return
+        except BaseException:  # cancelled (the connection ends): the reader is not kept
+            await readers.release(group_id)
+            raise
         if not reader.timeline.ever_member(agent_id):
             await readers.release(group_id)
             await asyncio.sleep(max(0.0, not_before - loop.time()))

@@ -19,11 +19,10 @@ position when the Agent acknowledges (MWP-MSN-014).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Final, TypeVar
 
 from mwp import PROTOCOL_VERSION
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
@@ -33,6 +32,7 @@ from mwp.core.trust.registry import Principal, RegistryEvidence
 from mwp.gateway.attention import wanted
 from mwp.gateway.frames import error_frame, new_frame_id, now_text
 from mwp.gateway.visibility import MembershipTimeline
+from mwp.gateway.waits import cancelled, wait_at_most
 from mwp.log.delivery import DeliveredEvent, subscribe
 from mwp.log.whole_history import WholeGroupHistory
 from mwp.stores.objects import ObjectStore
@@ -48,6 +48,12 @@ CLAUSES: tuple[str, ...] = (
 log = logging.getLogger(__name__)
 
 Send = Callable[[Mapping[str, Any]], Awaitable[None]]
+T = TypeVar("T")
+
+# How long a request waits for the Registry evidence a new reader verifies with, and for a
+# reader's complete read of its log: then it gets a retryable error rather than no answer.
+EVIDENCE_SECONDS: Final = 10.0
+READ_SECONDS: Final = 30.0
 
 
 class GroupReader:
@@ -68,6 +74,8 @@ class GroupReader:
         self.fault: MwpError | None = None
         self.safety_net_seconds = safety_net_seconds
         self.passes = 0  # completed reads to the end of the stored log
+        self.stopped = False
+        self._begun = 0  # reads begun
         # The whole history, archive included: every Membership starts at the first Event.
         history = WholeGroupHistory(store, group_id)
         self._subscription = subscribe(
@@ -86,10 +94,15 @@ class GroupReader:
         self._task = asyncio.create_task(self._run(), name=f"reader {self.group_id}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        """Stop reading; anyone still waiting on the reader gets a retryable fault."""
+        try:
+            if self._task is not None:
+                await cancelled(self._task)
+        finally:
+            self.stopped = True
+            if self.fault is None:
+                self.fault = _unavailable(self.group_id, "reader-stopped")
+            self._ended()
 
     def notify(self, last_sequence: int | None = None) -> None:
         """The log may have grown (through ``last_sequence``): read it now."""
@@ -97,10 +110,11 @@ class GroupReader:
             self._hint.set()
 
     async def refresh(self) -> None:
-        """Wait for a complete read of the log as it is now."""
-        passes = self.passes
+        """Wait for a complete read of the log as it is now: one begun after this call (a
+        read under way may have found the log's end before its latest Event)."""
+        wanted = self._begun + 1
         self._hint.set()
-        while self.passes <= passes and self.fault is None:
+        while self.passes < wanted and self.fault is None:
             self._passed.clear()
             await self._passed.wait()
 
@@ -120,10 +134,17 @@ class GroupReader:
         grown, self._grown = self._grown, asyncio.Event()
         grown.set()
 
+    def _ended(self) -> None:
+        """A read ended: wake whoever waits for it."""
+        self._wake()
+        self.passes += 1
+        self._passed.set()
+
     async def _run(self) -> None:
         try:
             while True:
                 self._hint.clear()
+                self._begun += 1
                 async for delivered in self._subscription:
                     if delivered.sequence != self.head + 1:
                         raise _log_fault(self.group_id, "duplicate-event-id")
@@ -131,11 +152,9 @@ class GroupReader:
                     self.events.append(delivered)
                     if len(self.events) % 64 == 0:
                         self._wake()
-                self._wake()
-                self.passes += 1
-                self._passed.set()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._hint.wait(), self.safety_net_seconds)
+                self._ended()
+                # Not asyncio.wait_for: it can drop stop()'s cancellation (mwp.gateway.waits).
+                await wait_at_most(self._hint, self.safety_net_seconds)
         except MwpError as exc:  # a log that fails verification, or lost below its archive
             log.error(
                 "the Group log of %s cannot be delivered: %s: %s",
@@ -147,9 +166,7 @@ class GroupReader:
         except Exception:
             log.exception("reading the Group log of %s failed", self.group_id)
             self.fault = _log_fault(self.group_id, "reader-failed")
-        self._wake()
-        self.passes += 1
-        self._passed.set()
+        self._ended()
 
 
 class Readers:
@@ -162,11 +179,15 @@ class Readers:
         authority: Principal,
         *,
         safety_net_seconds: float,
+        evidence_seconds: float = EVIDENCE_SECONDS,
+        read_seconds: float = READ_SECONDS,
     ) -> None:
         self.store = store
         self.evidence = evidence
         self.authority = authority
         self.safety_net_seconds = safety_net_seconds
+        self.evidence_seconds = evidence_seconds
+        self.read_seconds = read_seconds
         self._readers: dict[str, GroupReader] = {}
         self._users: dict[str, int] = {}
 
@@ -177,12 +198,19 @@ class Readers:
         self, group_id: str, *, evidence: RegistryEvidence | None = None
     ) -> GroupReader:
         """The Group's reader, with a complete read of the log as it is now (a new reader
-        verifies with ``evidence``, by default the Registry's current one)."""
+        verifies with ``evidence``, by default the Registry's current one). A retryable
+        ``INTERNAL_ERROR`` when either does not come in time, or the reader stopped."""
         reader = self._readers.get(group_id)
         self._users[group_id] = self._users.get(group_id, 0) + 1
         try:
             if reader is None:
-                evidence = evidence if evidence is not None else await self.evidence()
+                if evidence is None:
+                    evidence = await _within(
+                        self.evidence_seconds,
+                        self.evidence(),
+                        group_id,
+                        "registry-evidence-timeout",
+                    )
                 reader = self._readers.get(group_id)  # another SUBSCRIBE may have made it
                 if reader is None:
                     reader = GroupReader(
@@ -194,7 +222,9 @@ class Readers:
                     )
                     self._readers[group_id] = reader
                     reader.start()
-            await reader.refresh()
+            await _within(self.read_seconds, reader.refresh(), group_id, "group-read-timeout")
+            if reader.stopped:  # let go of by everyone else meanwhile (the gateway stops)
+                raise _unavailable(group_id, "reader-stopped")
         except BaseException:
             await self.release(group_id)
             raise
@@ -273,9 +303,7 @@ class Feed:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancelled(self._task)
 
     def cancel(self) -> None:
         """Stop at once: nothing more is sent (:meth:`stop` waits for the end)."""
@@ -351,8 +379,7 @@ class Feed:
             )
             await self.send(_error_frame(error, self.related_frame_id))
         self._room.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._room.wait(), self.retry_after_ms / 1000)
+        await wait_at_most(self._room, self.retry_after_ms / 1000)  # stop() is never lost
         if len(self.unacknowledged) < self.window:
             self.paused = False
 
@@ -378,6 +405,25 @@ def ack_frame(group_id: str, sequence: int) -> dict[str, Any]:
 
 def _error_frame(error: MwpError, related_frame_id: str) -> dict[str, Any]:
     return error_frame(error, related_frame_id=related_frame_id)
+
+
+async def _within(seconds: float, wait: Awaitable[T], group_id: str, reason: str) -> T:
+    try:
+        async with asyncio.timeout(seconds):
+            return await wait
+    except TimeoutError:
+        log.warning("%s of %s: no answer within %s s", reason, group_id, seconds)
+        raise _unavailable(group_id, reason) from None
+
+
+def _unavailable(group_id: str, reason: str) -> MwpError:
+    return MwpError(
+        ErrorCode.INTERNAL_ERROR,
+        "The Group log could not be read in time; try again.",
+        group_id=group_id,
+        retryable=True,
+        diagnostic=Diagnostic("gateway", reason),
+    )
 
 
 def _log_fault(group_id: str, reason: str) -> MwpError:

@@ -11,7 +11,14 @@ from mwp.core.errors import ErrorCode, MwpError
 from mwp.core.models import validate_document
 from mwp.core.wire.strict_json import parse_bytes
 from mwp.gateway.artifacts import _route, artifacts_path, group_marker, not_held
-from mwp.gateway.https import HttpRefusal, error_response, read_request
+from mwp.gateway.https import (
+    HttpRefusal,
+    Request,
+    Response,
+    _serve_one,
+    error_response,
+    read_request,
+)
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -57,6 +64,41 @@ async def test_an_oversized_head_is_refused_unread() -> None:
     with pytest.raises(HttpRefusal) as refused:
         await read_request(reader_of(b"GET /" + b"a" * 20_000 + b" HTTP/1.1\r\n\r\n"), 10)
     assert refused.value.status == 400
+
+
+class Written:
+    """The writer side of a served connection: what was sent, and whether it was closed."""
+
+    def __init__(self) -> None:
+        self.data = b""
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    async def drain(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    async def wait_closed(self) -> None:
+        pass
+
+
+async def test_a_route_that_does_not_answer_in_time_gets_a_typed_error() -> None:
+    async def never(request: Request) -> Response:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    written = Written()
+    request = b"PUT /groups/g/artifacts HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi"
+    await asyncio.wait_for(_serve_one(never, 10, reader_of(request), written, 0.1), 2)  # type: ignore[arg-type]
+    head, _, body = written.data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 500 ") and written.closed
+    error = parse_bytes(body)
+    validate_document("error.schema.json", error)
+    assert error["code"] == "INTERNAL_ERROR" and error["retryable"] is True
 
 
 def test_error_bodies_are_error_objects_without_diagnostics() -> None:
