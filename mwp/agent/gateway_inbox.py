@@ -205,9 +205,15 @@ class GatewayInboxes:
         checked = loop.time()
         while not stop.is_set() and not self.link.closed.is_set():
             # Only the wait is bounded: a frame being taken is never cut off (taking one may
-            # read the journal or retrieve a Context Package's cited Events).
+            # read the journal or retrieve a Context Package's cited Events). asyncio.timeout,
+            # not wait_for: on 3.11 wait_for drops a cancellation that lands as a frame
+            # arrives, and this loop would run on after its runtime cancelled it.
+            incoming: Incoming | None = None
             with contextlib.suppress(TimeoutError):
-                await self._take(await asyncio.wait_for(self._frames.get(), 0.5))
+                async with asyncio.timeout(0.5):
+                    incoming = await self._frames.get()
+            if incoming is not None:
+                await self._take(incoming)
             while not self._frames.empty():
                 await self._take(self._frames.get_nowait())
             try:

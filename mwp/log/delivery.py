@@ -432,8 +432,11 @@ class GroupSubscription:
         return DeliveredEvent(entry.event, self.group_id, entry.sequence, entry.event_id, head)
 
     async def _wait(self) -> None:
+        # asyncio.timeout, not wait_for: on 3.11 wait_for drops a cancellation that lands just
+        # as the wake is set, and the ``async for`` then never ends (mwp.gateway.waits).
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+            async with asyncio.timeout(self.poll_interval):
+                await self._wake.wait()
         self._wake.clear()
 
     def notify(self) -> None:

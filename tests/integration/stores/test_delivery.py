@@ -330,3 +330,28 @@ def test_object_cursors_keep_only_the_newest_records(object_store: ObjectStore) 
     keys = object_store.list_keys(cursors.prefix(GROUP, SUBSCRIBER))
     assert [k.rsplit("/", 1)[1] for k in keys] == ["000000000004.json", "000000000005.json"]
     assert GroupEventLog(object_store, GROUP).first_sequence() is None  # the log is untouched
+
+
+async def test_a_cancellation_landing_as_it_is_notified_ends_a_following_subscription(
+    log: GroupEventLog,
+) -> None:
+    # asyncio.wait_for on 3.11 drops a cancellation that lands just as the wake is set: the
+    # ``async for`` then polled on, and whoever cancelled it waited for ever.
+    store_entries(log, chain(2))
+    subscription = subscribe(log.store, GROUP, EVIDENCE, poll_interval=30.0)
+
+    async def follow() -> None:
+        async for _ in subscription:
+            pass
+
+    following = asyncio.create_task(follow())
+    async with asyncio.timeout(20):
+        while subscription.position.sequence < 2:
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)  # waiting for a wake
+    subscription.notify()
+    following.cancel()  # before it resumes
+    done, _ = await asyncio.wait({following}, timeout=2.0)
+    if not done:
+        following.cancel()
+    assert done and following.cancelled()

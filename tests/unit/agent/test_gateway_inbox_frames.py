@@ -127,3 +127,33 @@ def test_agents_sharing_a_store_each_read_their_own_journal_and_old_runtimes_the
     legacy = [{"groupId": other, "sequence": n, "kind": "k"} for n in (1, 2)]
     journal.put_if_absent(journal_key(other, 1, 2), canonicalize(legacy))
     assert read_journal(journal, other, tester) == legacy
+
+
+async def test_a_cancellation_landing_as_a_frame_arrives_ends_the_inbox(tmp_path: Path) -> None:
+    # asyncio.wait_for on 3.11 hands back the frame and drops such a cancellation: the inbox
+    # then ran on, its runtime waiting for it to end.
+    link = SlowLink()
+
+    async def cursors() -> dict[str, Any]:
+        return {}
+
+    async def deliver(batch: dict[str, Any]) -> None:
+        return None
+
+    inboxes = GatewayInboxes(
+        link,  # type: ignore[arg-type]
+        cursors,
+        deliver,
+        agent_id=AGENT,
+        journal=open_store(str(tmp_path)),
+    )
+    running = asyncio.create_task(inboxes.run(asyncio.Event()))
+    await asyncio.sleep(0.1)  # waiting for its next frame
+    contract = {"goal": "g", "contractVersion": 1, "acceptanceCriteria": []}
+    authorized = {"workItem": {"missionId": MISSION, "workItemId": ITEM, "contract": contract}}
+    link.listener(event(1, "work.authorized", authorized))
+    running.cancel()  # before the inbox resumes with the frame
+    done, _ = await asyncio.wait({running}, timeout=2.0)
+    if not done:
+        running.cancel()
+    assert done and running.cancelled()
