@@ -42,12 +42,13 @@ class Partition:
             return
         self._pipes |= {writer, upstream}
         await asyncio.gather(
-            _pipe(reader, upstream), _pipe(upstream_reader, writer), return_exceptions=True
+            pipe(reader, upstream), pipe(upstream_reader, writer), return_exceptions=True
         )
         self._pipes -= {writer, upstream}
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy ``reader`` into ``writer`` until it ends, then close ``writer``."""
     try:
         while data := await reader.read(65536):
             writer.write(data)

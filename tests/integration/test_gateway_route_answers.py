@@ -22,6 +22,7 @@ from mwp.gateway.tls import development_certificates, server_context
 from mwp.workers.agent import ensure_registered
 from tests.integration.conftest import Organization
 from tests.integration.gateway_agents import agent_gateway, sample_agent
+from tests.integration.partition import pipe
 from tests.integration.test_offline_runtime import port_of
 
 
@@ -44,7 +45,7 @@ class Swallowing:
         target = self._mute if self.accepted <= self.swallow else self.target
         upstream_reader, upstream = await asyncio.open_connection("127.0.0.1", target)
         await asyncio.gather(
-            _pipe(reader, upstream), _pipe(upstream_reader, writer), return_exceptions=True
+            pipe(reader, upstream), pipe(upstream_reader, writer), return_exceptions=True
         )
 
     async def _never_answer(
@@ -68,16 +69,6 @@ class Swallowing:
             for listener in (server, mute):
                 listener.close()
                 await listener.wait_closed()
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    finally:
-        with contextlib.suppress(OSError):
-            writer.close()
 
 
 @contextlib.asynccontextmanager
