@@ -32,7 +32,7 @@ class Injected:
 
     killed: str  # the tester's WorkItem when it was killed
     killed_at: float  # when
-    tester_status: str  # `mwp agent status --json` of the restarted tester
+    tester_status: str  # the restarted tester's status (as `mwp agent status --json` prints)
     # The sequence of the small Group's log its Scheduler had applied when that was read.
     tester_rebuilt_to: int
     replaced: Json  # mission.coordinator.assigned of the re-appointed Coordinator

@@ -19,6 +19,7 @@ from mwp.client.state_dir import organization_id_of
 from mwp.contracts.agent import (
     QUERY_CURSORS,
     QUERY_PREEMPTION_REQUESTED,
+    QUERY_STATUS,
     PolicyChange,
     PreemptionRequest,
     agent_workflow_id,
@@ -73,7 +74,7 @@ async def play(poc: ProofOfConcept) -> None:
     tester.argv = [*tester.argv, "--replace"]
     tester.start()
     await tester.wait_for("Task queue", 90)
-    # Its rebuilt queues (a process of its own, meanwhile the hotfix test starts).
+    # Its rebuilt queues (meanwhile the hotfix test starts).
     (rebuilt_to, queues), _ = await asyncio.gather(
         _rebuilt_status(poc, small, running[0]["workItemId"]),
         until("the hotfix test to start", lambda: _started(hotfix)),
@@ -323,16 +324,18 @@ async def _child_of(client: MwpClient, mission: MissionHandle) -> MissionHandle:
 async def _rebuilt_status(
     poc: ProofOfConcept, backlog: MissionHandle, killed: str
 ) -> tuple[int, str]:
-    """The restarted tester's `mwp agent status --json`, read once its Scheduler has taken the
-    Group's revocation of the dead runtime's lease on ``killed`` (serving is not enough: until
-    the new Session's Events reach it, its status is what the dead runtime left), and the
-    sequence of ``backlog``'s log it had applied then. Waited for within a bound, not for
-    ever: a rebuild that never gets there is what ``scheduling.queues_rebuilt`` fails."""
+    """The restarted tester's Scheduler status (what `mwp agent status --json` prints), read
+    as soon as it has taken the Group's revocation of the dead runtime's lease on ``killed``
+    (serving is not enough: until the new Session's Events reach it, its status is what the
+    dead runtime left), and the sequence of ``backlog``'s log it had applied then. Read in
+    this process, not by starting one: its backlog drains meanwhile. Waited for within a
+    bound, not for ever: a rebuild that never gets there is what ``scheduling.queues_rebuilt``
+    fails."""
     rebuilt_to = await _within(
         REBUILD_SECONDS, lambda: _revocation_taken(poc, "tester", backlog, killed)
     )
-    status = await poc.processes.run("agent", "status", cast.agent_id("tester"), "--json")
-    return rebuilt_to, status
+    status = await (await _agent_workflow(poc, "tester")).query(QUERY_STATUS)
+    return rebuilt_to, json.dumps(status, indent=2, sort_keys=True)
 
 
 async def _within(seconds: float, probe: Callable[[], Awaitable[Any]]) -> Any:
