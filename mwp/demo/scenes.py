@@ -133,8 +133,11 @@ async def play(poc: ProofOfConcept) -> None:
                 events=[approved_small.events, approved_hotfix.events],
                 decisions=[approved_small.proof, approved_hotfix.proof],
             )
+            # Held at its cue after its first checkpoint: cut off before it, the run has no
+            # checkpoint to buffer and fails instead of going on offline.
             revising = await until(
-                "the developer to run the revision", lambda: _running(full, "developer", "Revise")
+                "the developer to checkpoint the revision",
+                lambda: _running(full, "developer", "Revise", checkpointed=True),
             )
             child = await isolated.done()
             # Beside the outage, needing no gateway: the approved Missions' logs.
