@@ -26,6 +26,7 @@ from temporalio.worker import Worker
 from mwp.agent.gateway_link import GatewaySettings
 from mwp.client import connect
 from mwp.contracts.coordinator import DecisionPolicy, coordinator_task_queue
+from mwp.contracts.dead_runtime import DECISION_WORKFLOW_CACHE
 from mwp.coordinator.decisions import CurrentLink, Handlers, TemporalDecisions
 from mwp.coordinator.declaration import Coordinator
 from mwp.coordinator.runtime import CoordinatorRuntime, run_coordinator
@@ -34,9 +35,6 @@ from mwp.workers.tracing import active_interceptors
 
 # How long a stopping runtime lets its running handlers finish before cancelling them.
 GRACE = timedelta(seconds=5)
-# A killed runtime leaves its decision workflows' next tasks on its sticky queue this long
-# before another worker takes them (the SDK's default would idle a restarted one longer).
-STICKY_TIMEOUT = timedelta(seconds=2)
 
 
 def build_coordinator_worker(
@@ -54,7 +52,8 @@ def build_coordinator_worker(
         workflows=[CoordinatorDecisionWorkflow],
         activities=[activities.run_handler],
         graceful_shutdown_timeout=GRACE,
-        sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
+        # No sticky queue for a killed runtime to leave their next tasks on.
+        max_cached_workflows=DECISION_WORKFLOW_CACHE,
         plugins=[MwpPlugin()],
     )
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mwp.contracts.agent import agent_task_queue
+from mwp.contracts.dead_runtime import DECISION_HEARTBEAT_SECONDS
 from mwp.core.group.ids import derive_id
 
 Json = dict[str, Any]
@@ -50,12 +51,13 @@ def coordinator_task_queue(agent_id: str) -> str:
 class DecisionPolicy:
     """How a decision's handler is run: attempts (the first included), the wait before the
     first retry (doubling up to a minute), each attempt's time limit, and the heartbeat
-    timeout after which an attempt whose process died is tried again."""
+    timeout after which an attempt whose process died is tried again (short: a restarted
+    runtime waits for it, see :mod:`mwp.contracts.dead_runtime`)."""
 
     attempts: int = 3
     first_retry_seconds: float = 1.0
     attempt_seconds: float = 600.0
-    heartbeat_seconds: float = 30.0
+    heartbeat_seconds: float = DECISION_HEARTBEAT_SECONDS
 
 
 @dataclass

@@ -25,6 +25,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlrea
 
 from mwp.agent.gateway_link import GatewayLink
 from mwp.contracts.coordinator import DECISION_WORKFLOW_TYPE, CoordinatorDecision
+from mwp.contracts.dead_runtime import DECISION_TASK_TIMEOUT
 from mwp.coordinator import codec
 from mwp.coordinator.declaration import Coordinator
 
@@ -132,6 +133,7 @@ class TemporalDecisions:
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"{decision.handler} ({decision.key})",
+                task_timeout=DECISION_TASK_TIMEOUT,  # a task a dead runtime took: not 10 s
             )
         except WorkflowAlreadyStartedError:
             # Completed before: its answer stands (the latest run of the ID is that one).

@@ -106,6 +106,10 @@ Json = dict[str, Any]
 log = logging.getLogger(__name__)
 
 TICK_SECONDS: Final = 5.0  # decide again without news: lease renewal, offers that expired
+# A Group learns a new Session of this runtime from the Registry a moment after its HELLO;
+# a Command it refuses meanwhile as from a stale Session is decided again after this
+# (doubling up to the tick), not at the next Event of some Group, which may be far off.
+SESSION_LEARNED_SECONDS: Final = 0.25
 OFFER_SECONDS: Final = 3600
 RECONNECT_SECONDS: Final = 2.0
 
@@ -202,6 +206,7 @@ class CoordinatorRuntime:
         # logs on every connection, as the projections are.
         self.performance = PerformanceRecords()
         self.registry_records: bool | None = None  # whether the gateway served them last
+        self._stale_session_wait = SESSION_LEARNED_SECONDS
 
     # --- the log ----------------------------------------------------------------------------
 
@@ -302,6 +307,8 @@ class CoordinatorRuntime:
             try:
                 await self._take_step(group, mission, step)
             except RemoteMwpError as error:
+                if error.code == ErrorCode.AUTH_STALE_SESSION:
+                    self._decide_again_soon()
                 if error.code == ErrorCode.AUTH_STALE_COORDINATOR:
                     # Its projection is behind: another Coordinator took over, or it was
                     # appointed again under a newer epoch. The next Events say which.
@@ -326,6 +333,12 @@ class CoordinatorRuntime:
                 self.report(f"Mission {mission['missionId']}: {_name(step)} failed (see the log)")
                 return
             self.steps_taken += 1
+            self._stale_session_wait = SESSION_LEARNED_SECONDS
+
+    def _decide_again_soon(self) -> None:
+        """Wake the loop after the current wait for the Group to learn this Session."""
+        asyncio.get_running_loop().call_later(self._stale_session_wait, self.changed.set)
+        self._stale_session_wait = min(self._stale_session_wait * 2, TICK_SECONDS)
 
     async def _take_step(self, group: GroupProjection, mission: Json, step: Step) -> None:
         coordinator = self.coordinator

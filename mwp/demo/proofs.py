@@ -32,7 +32,9 @@ class Injected:
 
     killed: str  # the tester's WorkItem when it was killed
     killed_at: float  # when
-    tester_status: str  # `mwp agent status --json` of the restarted tester
+    tester_status: str  # the restarted tester's status (as `mwp agent status --json` prints)
+    # The sequence of the small Group's log its Scheduler had applied when that was read.
+    tester_rebuilt_to: int
     replaced: Json  # mission.coordinator.assigned of the re-appointed Coordinator
     expired: str  # the review the killed reviewer held
     preempted: str  # the developer's integration run asked to preempt
@@ -192,6 +194,7 @@ def _restart(report: Report, logs: dict[str, GroupEvents], injected: Injected) -
     tester = cast.agent_id("tester")
     events = next((g for g in logs.values() if g.first("work.authorized", killed_item)), None)
     chain: list[Json | None] = []
+    revoked: Json | None = None
     if events is not None:
         started = events.of("work.started", killed_item)
         revoked = events.first(LEASE_REVOKED, killed_item)
@@ -220,14 +223,21 @@ def _restart(report: Report, logs: dict[str, GroupEvents], injected: Injected) -
             for e in events.of("membership.changed")
         )
     )
+    # Read after its Scheduler applied the revocation of the dead runtime's lease: what it
+    # shows then is the new runtime's, not what the dead one left.
+    rebuilt = revoked is not None and injected.tester_rebuilt_to >= int(revoked["sequence"])
     report.check(
         "scheduling.queues_rebuilt",
         bool(member)
+        and rebuilt
         and int(status.get("groups") or 0) >= len(member)
         and int(status.get("running") or 0) + int(status.get("queued") or 0) >= 1,
         "the restarted tester's Scheduler was rebuilt from the gateway's redelivery: a queue "
-        "for each Group it was a member of when it died, holding its work again",
+        "for each Group it was a member of when it died, holding its work again once it had "
+        "taken the revocation of the dead runtime's lease",
         memberOf=member,
+        appliedThrough=injected.tester_rebuilt_to,
+        revokedAt=revoked["sequence"] if revoked is not None else None,
         groups=status.get("groups"),
         running=status.get("running"),
         queued=status.get("queued"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio.client import WorkflowHandle
@@ -16,7 +17,9 @@ from mwp.client import Identity, KeyStore, MwpClient, connect
 from mwp.client.missions import MissionHandle
 from mwp.client.state_dir import organization_id_of
 from mwp.contracts.agent import (
+    QUERY_CURSORS,
     QUERY_PREEMPTION_REQUESTED,
+    QUERY_STATUS,
     PolicyChange,
     PreemptionRequest,
     agent_workflow_id,
@@ -38,6 +41,9 @@ Json = dict[str, Any]
 # for the try at 1.5 s: no steady gain, see benchmarks/RESULTS.md.)
 DISCONNECTED_SECONDS = 0.3
 STARTED = frozenset({"active", "submitted", "verified"})
+# How long the restarted tester's Scheduler may take to reach the revocation of the dead
+# runtime's lease before its status is read anyway (and its check then fails).
+REBUILD_SECONDS = 30.0
 
 
 async def play(poc: ProofOfConcept) -> None:
@@ -68,10 +74,9 @@ async def play(poc: ProofOfConcept) -> None:
     tester.argv = [*tester.argv, "--replace"]
     tester.start()
     await tester.wait_for("Task queue", 90)
-    # Its rebuilt queues, read as soon as it serves (a process of its own, meanwhile the
-    # hotfix test starts).
-    queues, _ = await asyncio.gather(
-        poc.processes.run("agent", "status", cast.agent_id("tester"), "--json"),
+    # Its rebuilt queues (meanwhile the hotfix test starts).
+    (rebuilt_to, queues), _ = await asyncio.gather(
+        _rebuilt_status(poc, small, running[0]["workItemId"]),
         until("the hotfix test to start", lambda: _started(hotfix)),
     )
     # Knowledge publication: the hotfix reuses the small Mission's fix, approved for it alone.
@@ -128,8 +133,11 @@ async def play(poc: ProofOfConcept) -> None:
                 events=[approved_small.events, approved_hotfix.events],
                 decisions=[approved_small.proof, approved_hotfix.proof],
             )
+            # Held at its cue after its first checkpoint: cut off before it, the run has no
+            # checkpoint to buffer and fails instead of going on offline.
             revising = await until(
-                "the developer to run the revision", lambda: _running(full, "developer", "Revise")
+                "the developer to checkpoint the revision",
+                lambda: _running(full, "developer", "Revise", checkpointed=True),
             )
             child = await isolated.done()
             # Beside the outage, needing no gateway: the approved Missions' logs.
@@ -151,6 +159,7 @@ async def play(poc: ProofOfConcept) -> None:
         killed=running[0]["workItemId"],
         killed_at=killed_at,
         tester_status=queues,
+        tester_rebuilt_to=rebuilt_to,
         replaced=replaced,
         expired=expired,
         preempted=preempted,
@@ -313,6 +322,52 @@ async def _child_of(client: MwpClient, mission: MissionHandle) -> MissionHandle:
     )
     child = created["payload"]["childMission"]
     return MissionHandle(client, child["missionId"], child["groupId"])
+
+
+async def _rebuilt_status(
+    poc: ProofOfConcept, backlog: MissionHandle, killed: str
+) -> tuple[int, str]:
+    """The restarted tester's Scheduler status (what `mwp agent status --json` prints), read
+    as soon as it has taken the Group's revocation of the dead runtime's lease on ``killed``
+    (serving is not enough: until the new Session's Events reach it, its status is what the
+    dead runtime left), and the sequence of ``backlog``'s log it had applied then. Read in
+    this process, not by starting one: its backlog drains meanwhile. Waited for within a
+    bound, not for ever: a rebuild that never gets there is what ``scheduling.queues_rebuilt``
+    fails."""
+    rebuilt_to = await _within(
+        REBUILD_SECONDS, lambda: _revocation_taken(poc, "tester", backlog, killed)
+    )
+    status = await (await _agent_workflow(poc, "tester")).query(QUERY_STATUS)
+    return rebuilt_to, json.dumps(status, indent=2, sort_keys=True)
+
+
+async def _within(seconds: float, probe: Callable[[], Awaitable[Any]]) -> Any:
+    """``probe``'s first truthy answer within ``seconds``, else its last answer."""
+    deadline = time.monotonic() + seconds
+    while not (found := await probe()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    return found
+
+
+async def _revocation_taken(
+    poc: ProofOfConcept, name: str, mission: MissionHandle, work_item_id: str
+) -> int:
+    """The sequence ``name``'s Scheduler has applied ``mission``'s log to, once that is at or
+    past the Group's revocation of the lease ``name`` held on ``work_item_id`` (else 0)."""
+    revoked = next(
+        (
+            e
+            for e in await mission.events_this_run()
+            if e["kind"] == proofs.LEASE_REVOKED and e.get("workItemId") == work_item_id
+        ),
+        None,
+    )
+    if revoked is None:
+        return 0
+    handle = await _agent_workflow(poc, name)
+    cursors: Json = await handle.query(QUERY_CURSORS)
+    applied = int((cursors.get(mission.group_id) or {}).get("sequence") or 0)
+    return applied if applied >= int(revoked["sequence"]) else 0
 
 
 async def _started(mission: MissionHandle) -> bool:
