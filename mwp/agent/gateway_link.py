@@ -63,6 +63,10 @@ RESENDS = 3
 # and never answered (a gateway just restarted) fails fast instead of holding the runtime.
 ROUTE_ANSWER_SECONDS = 5.0
 ROUTE_TRIES = 3
+# The wait before asking a route again after a retryable error without ``retryAfterMs``, and
+# the longest wait it may name.
+ROUTE_RETRY_SECONDS = 0.5
+ROUTE_RETRY_MAX_SECONDS = 5.0
 # Commands whose Events may still be on their way: far more than a runtime has in flight.
 OWN_ACTIONS = 4096
 # Refusals that mean the epochs a Command carried are behind what the gateway delivered.
@@ -364,8 +368,9 @@ class GatewayLink:
 
     async def _routed(self, call: Callable[[], Awaitable[T]]) -> T:
         """``call``, a request to an HTTPS route of the gateway (each route idempotent), made
-        again on a new connection when it gets no answer; unreachable is
-        :class:`Disconnected`."""
+        again on a new connection when it gets no answer or a retryable error (a gateway
+        just started may answer that its Group reader is not ready); unreachable is
+        :class:`Disconnected`, the last retryable error is raised as it came."""
         for attempt in range(ROUTE_TRIES):
             if self.closed.is_set():
                 raise Disconnected("the gateway connection closed")
@@ -375,6 +380,11 @@ class GatewayLink:
                 if attempt == ROUTE_TRIES - 1:
                     raise Disconnected(f"{type(exc).__name__}: {exc}") from exc
                 log.warning("the gateway's route did not answer (%s): asking again", exc)
+            except MwpError as exc:
+                if not exc.retryable or attempt == ROUTE_TRIES - 1:
+                    raise
+                log.warning("the gateway's route answered %s: asking again", exc.code.value)
+                await asyncio.sleep(route_retry_seconds(exc))
         raise AssertionError("unreachable")
 
     async def learn_offered(self, group_id: str, event: Mapping[str, Any]) -> list[Json]:
@@ -418,3 +428,10 @@ class GatewayLink:
         return await self._routed(
             lambda: self.client.artifact(self.artifacts_url, group_id, content_hash)
         )
+
+
+def route_retry_seconds(error: MwpError) -> float:
+    """How long to wait before asking a route again after the retryable ``error``."""
+    if error.retry_after_ms is None:
+        return ROUTE_RETRY_SECONDS
+    return min(max(error.retry_after_ms / 1000, 0.0), ROUTE_RETRY_MAX_SECONDS)
