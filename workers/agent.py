@@ -47,6 +47,7 @@ from mwp.agent.gateway_link import GatewayLink, GatewaySettings, GatewayUnavaila
 from mwp.agent.inbox import GroupInboxes
 from mwp.agent.ledger import ToolLedger
 from mwp.agent.offline import Disconnected
+from mwp.agent.reconnect import Reconnect
 from mwp.agent.signals import SchedulerSignals
 from mwp.client import KeyStore, MwpClient, OrganizationRegistryClient, connect
 from mwp.client.state_dir import REGISTRY_KEY_NAME, StateDirError
@@ -384,7 +385,7 @@ async def _run_through_gateway(
     for signum in signals:
         loop.add_signal_handler(signum, stop.set)
     session: AgentSession | None = None
-    backoff = RECONNECT_FIRST_SECONDS
+    reconnect = Reconnect()
     name = agent_name(agent.agent_id)
     connection = GatewayConnection(
         agent,
@@ -398,7 +399,7 @@ async def _run_through_gateway(
             while not stop.is_set():
                 try:
                     async with GatewayLink.open(settings, agent) as link:
-                        backoff = RECONNECT_FIRST_SECONDS
+                        reconnect.connected()
                         card_version = await _registered_card(link, agent, lines)
                         connection.card_version = card_version
                         session = AgentSession(
@@ -436,10 +437,10 @@ async def _run_through_gateway(
                     lines(f"{name}: {exc}")
                 if stop.is_set():
                     break
-                lines(f"{name}: the gateway connection was lost; reconnecting in {backoff:.1f} s")
+                wait = reconnect.next_wait()
+                lines(f"{name}: the gateway connection was lost; reconnecting in {wait:.1f} s")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), backoff)
-                backoff = min(backoff * 2, RECONNECT_MAX_SECONDS)
+                    await asyncio.wait_for(stop.wait(), wait)
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)
@@ -505,11 +506,6 @@ async def _unless_stopped(work: Awaitable[object], stop: asyncio.Event) -> bool:
         return False
     task.result()  # its error, if any
     return True
-
-
-# A lost gateway connection is tried again after this long, doubling up to the maximum.
-RECONNECT_FIRST_SECONDS = 0.5
-RECONNECT_MAX_SECONDS = 15.0
 
 
 async def _serve_link(

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mwp.agent.gateway_link import GatewayLink, GatewaySettings, GatewayUnavailableError
+from mwp.agent.reconnect import Reconnect
 from mwp.client.context_packages import needs_context_package, offer_context_package
 from mwp.client.knowledge import import_payload
 from mwp.client.review import (
@@ -111,7 +112,6 @@ TICK_SECONDS: Final = 5.0  # decide again without news: lease renewal, offers th
 # (doubling up to the tick), not at the next Event of some Group, which may be far off.
 SESSION_LEARNED_SECONDS: Final = 0.25
 OFFER_SECONDS: Final = 3600
-RECONNECT_SECONDS: Final = 2.0
 
 
 def _now() -> datetime:
@@ -785,9 +785,11 @@ async def run_coordinator(
     slug = coordinator.agent_id.rsplit(":", 1)[-1]
     journal = PlanJournal(state_dir / "coordinator" / slug / "plans")
     first = True
+    reconnect = Reconnect()
     while not stop.is_set():
         try:
             async with GatewayLink.open(settings, coordinator.agent) as link:
+                reconnect.connected()
                 if current is not None:
                     current.link = link
                 runtime = CoordinatorRuntime(
@@ -803,10 +805,12 @@ async def run_coordinator(
         except GatewayUnavailableError:
             if first:
                 raise
-            report("the gateway is unreachable; trying again")
+            report("the gateway is unreachable")
         if not stop.is_set():
+            wait = reconnect.next_wait()
+            report(f"connecting to the gateway again in {wait:.1f} s")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), RECONNECT_SECONDS)
+                await asyncio.wait_for(stop.wait(), wait)
 
 
 def _dependency(authority: GroupAuthority, work_item_id: str) -> Json:
