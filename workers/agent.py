@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import importlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -37,7 +38,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from mwp.agent.declaration import Agent
@@ -81,6 +85,7 @@ def load_agent(target: str) -> Agent:
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
 STICKY_TIMEOUT = timedelta(seconds=2)
 
 
@@ -181,9 +186,9 @@ def build_agent_worker(
         workflows.append(AgentWorkflow)
     options.setdefault("max_concurrent_activities", max(8, 4 * agent.max_concurrency))
     # A runtime killed while its AgentWorkflow was cached leaves that workflow's next tasks on
-    # its sticky queue until this runs out; its replacement (``--replace``) serves them only
-    # then. The SDK's 10 s default made a restarted agent idle that long (measured in the
-    # proof of concept); a cache miss costs one replay of a small history.
+    # its sticky queue until this runs out. Its replacement releases that queue at its start
+    # (:func:`release_sticky_queue`); this bounds what is left to anyone else (the SDK's 10 s
+    # default made a restarted agent idle that long). A cache miss costs one replay.
     options.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
     return Worker(
         client,
@@ -228,6 +233,22 @@ async def start_scheduler(
         start_signal=SIGNAL_SESSION,
         start_signal_args=[SchedulerSignals(agent.identity).sealed(SessionChange(session_epoch))],
     )
+
+
+async def release_sticky_queue(client: Client, agent: Agent) -> None:
+    """Send the AgentWorkflow's next tasks to the agent's task queue, where this process's new
+    worker polls, not to the sticky queue of an earlier process of the agent (killed, or about
+    to be fenced by this one's Session), where they would wait out :data:`STICKY_TIMEOUT` first.
+    A new process never holds the workflow cached, so nothing is lost: its worker replays it."""
+    request = ResetStickyTaskQueueRequest(
+        namespace=client.namespace,
+        execution=WorkflowExecution(workflow_id=agent_workflow_id(agent.agent_id)),
+    )
+    try:
+        await client.workflow_service.reset_sticky_task_queue(request)
+    except RPCError as exc:
+        if exc.status is not RPCStatusCode.NOT_FOUND:  # NOT_FOUND: its first start
+            log.warning("could not release the AgentWorkflow's sticky queue: %s", exc)
 
 
 def _scheduler_feed(
@@ -334,6 +355,7 @@ async def run_agent_worker(
         loop.add_signal_handler(signum, stop.set)
     try:
         async with worker:
+            await release_sticky_queue(client.temporal, agent)
             await start_scheduler(
                 client.temporal, agent, card_version, epoch, **(scheduler_options or {})
             )
@@ -415,6 +437,7 @@ async def _run_through_gateway(
                                     client, agent, store, card_version, lines, gateway=connection
                                 )
                                 await serving.enter_async_context(worker)
+                                await release_sticky_queue(client.temporal, agent)
                             await start_scheduler(
                                 client.temporal,
                                 agent,

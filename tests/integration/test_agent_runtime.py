@@ -32,6 +32,7 @@ from mwp.client.missions import in_seconds
 from mwp.client.state_dir import ORGANIZATION_FILE
 from mwp.contracts.agent import (
     QUERY_PREEMPTION_REQUESTED,
+    SIGNAL_SESSION,
     Delivery,
     PolicyChange,
     PreemptionRequest,
@@ -487,6 +488,51 @@ async def test_a_killed_agent_loses_its_lease_and_another_completes_from_its_che
     await rig.assert_refused(late_submission, ErrorCode.INVALID_STATE_TRANSITION)
     await rig.accept_result(item)
     assert await item_state(rig, item) == "verified"
+
+
+async def sessions_taken(handle: WorkflowHandle[Any, Any]) -> tuple[int, list[Any]]:
+    """How many Session signals the AgentWorkflow has taken (a workflow task completed after
+    each), and its workflow tasks that timed out."""
+    events = (await handle.fetch_history()).events
+    signalled = [
+        e.event_id
+        for e in events
+        if e.HasField("workflow_execution_signaled_event_attributes")
+        and e.workflow_execution_signaled_event_attributes.signal_name == SIGNAL_SESSION
+    ]
+    completed = [
+        e.event_id for e in events if e.HasField("workflow_task_completed_event_attributes")
+    ]
+    taken = sum(1 for s in signalled if any(c > s for c in completed))
+    timed_out = [e for e in events if e.HasField("workflow_task_timed_out_event_attributes")]
+    return taken, timed_out
+
+
+async def test_a_restarted_runtime_takes_its_workflow_off_the_killed_ones_sticky_queue(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack, effects: Path, tmp_path: Path
+) -> None:
+    """The killed process had its AgentWorkflow cached, so Temporal would put the workflow's
+    next task (the new Session's) on that process's sticky queue, and the new process would get
+    it only once the sticky queue's schedule-to-start timeout ran out (a timed-out workflow
+    task in the history). The new process releases the sticky queue first."""
+    rig = await new_mission(mwp_client)
+    agents = await agents_client(temporal_stack.address)
+    async with agent_process(rig, temporal_stack, tmp_path, effects, lease_seconds=30) as first:
+        handle = agents.temporal.get_workflow_handle(
+            agent_workflow_id((tmp_path / "agent-id").read_text())
+        )
+
+        async def took(sessions: int) -> bool:
+            return (await sessions_taken(handle))[0] >= sessions
+
+        await eventually(lambda: took(1), timeout=30)
+        first.kill()  # SIGKILL: the workflow stays cached on a process that is gone
+        await first.wait()
+    async with agent_process(rig, temporal_stack, tmp_path, effects, lease_seconds=30):
+        await eventually(lambda: took(2), timeout=30)
+    taken, timed_out = await sessions_taken(handle)
+    assert taken == 2
+    assert timed_out == []
 
 
 async def test_the_readme_agent_runs_a_work_item_to_verified(
