@@ -6,11 +6,13 @@ runtime has no link, each of them is :class:`~mwp.agent.offline.Disconnected`.""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from mwp.agent.gateway_connection import GatewayConnection
+from mwp.agent.gateway_views import UnknownWorkItemError
 from mwp.agent.progress import OwnerCommand
 from mwp.contracts.agent import ExecutionOrder
 from mwp.core.wire.jcs import canonicalize
@@ -18,6 +20,13 @@ from mwp.core.wire.strict_json import parse_bytes
 from mwp.stores.artifacts import StoredContent
 
 Json = dict[str, Any]
+
+# A run may start before its Group's Events reach the runtime's link: the AgentWorkflow,
+# replayed from Temporal, knows the WorkItem at once, while a new process's (or a new
+# connection's) views fill only as the gateway delivers the Group again. An unknown WorkItem is
+# looked up again for this long before the run fails on it.
+VIEW_WAIT_SECONDS: Final = 5.0
+VIEW_POLL_SECONDS: Final = 0.05
 
 
 def artifact_uri(content_hash: str) -> str:
@@ -48,7 +57,16 @@ class GatewayChannel:
         )
 
     async def work_item(self, work_item_id: str) -> Json:
-        return self._connection.current().group(self._order.group_id).work_item(work_item_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + VIEW_WAIT_SECONDS
+        while True:
+            views = self._connection.current().group(self._order.group_id)
+            try:
+                return views.work_item(work_item_id)
+            except UnknownWorkItemError:
+                if loop.time() >= deadline:
+                    raise
+            await asyncio.sleep(VIEW_POLL_SECONDS)
 
     async def preemption_requested(self) -> bool:
         return await self._preemption_requested()
