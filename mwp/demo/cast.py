@@ -51,10 +51,9 @@ OUTSIDER = "auditor"  # registered, never a member of a Group: the isolation che
 COORDINATORS = ("lead", "steward")
 NOTES = "Release notes"  # the small Mission's child Mission, by its objective
 SLOTS = {"tester": 2}
-# Seconds each checkpointed step of a run takes. The runs the scenes stop wait at cues, not on
-# this; the tester's runs in two Groups overlap because it comes back from its restart with
-# work of three Groups queued for its two slots.
-STEP_SECONDS = float(os.environ.get("MWP_DEMO_STEP_SECONDS", "0.2"))
+# Seconds each checkpointed step of a run takes: long enough for runs in two Groups to overlap,
+# and for the restarted tester's status to be read while its backlog is still there.
+STEP_SECONDS = float(os.environ.get("MWP_DEMO_STEP_SECONDS", "0.5"))
 STEPS = 3
 SMALL_TESTS = 4  # the small Mission's tests: a backlog for the tester's two slots
 ESTIMATE = "2030-01-01T00:00:00Z"  # each run's revised finish estimate, well ahead
