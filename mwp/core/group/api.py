@@ -52,7 +52,9 @@ class Envelope:
 # oversight (issue 14's runaway controls and Cooperation Override Grants, and an archive
 # Command whose snapshot leaves out the Event IDs its sequence range determines), then child
 # usage (a child Mission's consumption is charged to its parent Group's ledger as well, in the
-# same decision: child_usage.py).
+# same decision: child_usage.py), then offline renewals (a reconciled offline checkpoint may
+# state an earlier expiry of the lease it names, since the receipt of the renewal that replaced
+# it may never have reached the Worker: offline_execution.py).
 RULES_0_1_0 = 1
 RULES_DOOR = 2
 RULES_ARCHIVE = 3
@@ -60,7 +62,8 @@ RULES_CONTEXT = 4
 RULES_LEDGER = 5
 RULES_OVERSIGHT = 6
 RULES_CHILD_USAGE = 7
-CURRENT_RULES = RULES_CHILD_USAGE
+RULES_OFFLINE_RENEWALS = 8
+CURRENT_RULES = RULES_OFFLINE_RENEWALS
 
 
 @dataclass(frozen=True)

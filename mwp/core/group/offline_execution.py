@@ -18,10 +18,19 @@ its current Ownership Epoch, for a lease of this ownership that is either still 
 revoked by the owner's newer Session and not followed by another (``WorkItem.revoked_lease``);
 buffered after the disconnection and the lease's start, before the grace deadline, the lease's
 expiry and its revocation; a grace no longer than :data:`MAX_GRACE_SECONDS` (Organization
-policy). An offline delta naming an external side effect is ``AUTH_FORBIDDEN``: those need a
-current lease and token. Any other nonzero offline delta is charged in the same decision,
-before the checkpoint, as a ``resource_usage_recorded`` Event naming both Sessions; one
-dimension over any budget refuses both (``BUDGET_EXCEEDED``), nothing recorded.
+policy).
+
+The binding's lease expiry is the one the run knew of. A Worker learns a renewed expiry only
+from the renewal's receipt, which a lost connection can keep from it after the Group decided
+the renewal; so from rules ``RULES_OFFLINE_RENEWALS`` on an earlier expiry of the same lease
+is taken too, as long as it is one the lease could have had (``_an_earlier_expiry``) and the
+grace deadline does not pass it: stating it only narrows the run's own window. Under older
+rules it must be the lease's current expiry.
+
+An offline delta naming an external side effect is ``AUTH_FORBIDDEN``: those need a current
+lease and token. Any other nonzero offline delta is charged in the same decision, before the
+checkpoint, as a ``resource_usage_recorded`` Event naming both Sessions; one dimension over
+any budget refuses both (``BUDGET_EXCEEDED``), nothing recorded.
 """
 
 from __future__ import annotations
@@ -30,14 +39,14 @@ from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
 from mwp.core.errors import ErrorCode
-from mwp.core.group.api import RULES_OVERSIGHT, AuthorityContext
+from mwp.core.group.api import RULES_OFFLINE_RENEWALS, RULES_OVERSIGHT, AuthorityContext
 from mwp.core.group.clock import instant, plus_seconds
 from mwp.core.group.drafts import Drafts
 from mwp.core.group.incoming import Incoming
 from mwp.core.group.rejection import forbidden, invalid, reject
 from mwp.core.group.resource_usage import draft_usage
 from mwp.core.group.state import ExecutionLease, GroupState, WorkItem
-from mwp.core.wire.values import is_identifier, is_profile_timestamp
+from mwp.core.wire.values import Instant, is_identifier, is_profile_timestamp
 
 Json = dict[str, Any]
 
@@ -156,16 +165,45 @@ def check_binding(
         agentId=(binding.agent_id, held.agent_id),
         sessionEpoch=(binding.session_epoch, held.session_epoch),
         ownershipEpoch=(binding.ownership_epoch, held.ownership_epoch),
-        executionLeaseExpiresAt=(instant(binding.lease_expires_at), instant(held.expires_at)),
     )
+    _check_stated_expiry(binding, held, ctx)
     _check_window(binding, lease, ctx)
+    _check_stated_grace(binding)
 
 
 def _agree(whose: str, reason: str, **pairs: tuple[Any, Any]) -> None:
     """Each member the binding states is ``whose``: the first that is not is refused."""
     for member, (bound, actual) in pairs.items():
         if bound != actual:
-            invalid(f"the offline binding's {member} is not {whose}", reason=reason, member=member)
+            _misstated(member, whose, reason)
+
+
+def _misstated(member: str, whose: str, reason: str) -> NoReturn:
+    invalid(f"the offline binding's {member} is not {whose}", reason=reason, member=member)
+
+
+def _check_stated_expiry(
+    binding: OfflineBinding, held: ExecutionLease, ctx: AuthorityContext
+) -> None:
+    """The lease expiry the binding states is the lease's current one or, from rules
+    ``RULES_OFFLINE_RENEWALS`` on, an earlier one a lost renewal receipt left the run with."""
+    stated = instant(binding.lease_expires_at)
+    if stated == instant(held.expires_at):
+        return
+    if ctx.rules >= RULES_OFFLINE_RENEWALS and _an_earlier_expiry(held, stated):
+        return
+    _misstated("executionLeaseExpiresAt", "the lease's", "offline_lease_facts")
+
+
+def _an_earlier_expiry(lease: ExecutionLease, stated: Instant) -> bool:
+    """Whether ``lease`` could have expired at ``stated`` before its current expiry. A lease
+    never renewed had no other expiry. Each expiry is after the lease's start; and since a
+    lease past its expiry takes no renewal, the expiry a lease's only renewal replaced is after
+    that renewal."""
+    if lease.renewal_count == 0 or stated >= instant(lease.expires_at):
+        return False
+    after = lease.last_renewed_at if lease.renewal_count == 1 else None
+    return stated > instant(after or lease.started_at)
 
 
 def _check_window(binding: OfflineBinding, held: HeldLease, ctx: AuthorityContext) -> None:
@@ -184,6 +222,14 @@ def _check_window(binding: OfflineBinding, held: HeldLease, ctx: AuthorityContex
         _outside("buffered after the Group's own time")
     if held.revoked_at is not None and buffered >= instant(held.revoked_at):
         _outside("buffered after the lease was revoked")
+
+
+def _check_stated_grace(binding: OfflineBinding) -> None:
+    """The run kept to the lease expiry it knew of. (Under rules older than
+    ``RULES_OFFLINE_RENEWALS`` that is the lease's current expiry, which the window holds the
+    grace to already: this never refuses there.)"""
+    if instant(binding.grace_deadline) > instant(binding.lease_expires_at):
+        _outside("the grace deadline passes the lease expiry the binding states")
 
 
 def charge_offline_usage(

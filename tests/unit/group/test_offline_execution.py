@@ -2,7 +2,8 @@
 while the Group was unreachable carries the critical bounded-offline-execution binding and is
 re-signed under the Worker's new Session on reconnect. The Group takes it only as the truth
 about the lease the run held, inside that lease and the grace, and charges the offline usage in
-the same decision; anything else is refused and changes nothing."""
+the same decision; anything else is refused and changes nothing. The lease expiry it states may
+be an earlier one of the same lease, when the receipt of a renewal never reached the run."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from mwp.core.errors import ErrorCode
 from mwp.core.group import replay
-from mwp.core.group.api import RULES_LEDGER
+from mwp.core.group.api import RULES_CHILD_USAGE, RULES_LEDGER, RULES_OFFLINE_RENEWALS, Outcome
 from mwp.core.group.clock import plus_seconds
 from mwp.core.group.offline_execution import MAX_GRACE_SECONDS, OFFLINE_EXTENSION
 from mwp.core.group.resource_usage import RECORDED_KIND
@@ -26,19 +27,38 @@ from tests.unit.group.harness import (
 )
 
 CHECKPOINT = "work.checkpoint"
+RENEW = "ext.missionweaveprotocol.core.execution_lease_renew"
 
 
 class Offline:
-    """WorkItem ``a`` active under W1's lease; the connection is lost ``lost_after`` seconds in."""
+    """WorkItem ``a`` active under W1's lease, renewed ``renewals`` times a second apart; the
+    connection is lost ``lost_after`` seconds in. With ``last_receipt_lost`` the Group decided
+    the last renewal but its receipt never reached the run, which still knows the expiry before
+    it (``expires_at``; the Group's is ``held_expiry``)."""
 
-    def __init__(self, lost_after: int = 10) -> None:
+    def __init__(
+        self, lost_after: int = 10, *, renewals: int = 0, last_receipt_lost: bool = False
+    ) -> None:
         self.h = mission_harness()
         self.h.drive("a", "active")
         lease = self.h.view("a")["executionLease"]
         self.lease_id: str = lease["leaseId"]
         self.expires_at: str = lease["expiresAt"]
         self.started_at: str = lease["startsAt"]
-        self.disconnected_at = self.h.advance(lost_after)
+        self.renewed_at: list[str] = []  # when the Group decided each renewal
+        for n in range(1, renewals + 1):
+            self.renewed_at.append(self.h.advance(1))
+            expiry = self.renew()
+            if not (last_receipt_lost and n == renewals):
+                self.expires_at = expiry
+        self.held_expiry: str = self.h.view("a")["executionLease"]["expiresAt"]
+        self.disconnected_at = self.h.advance(lost_after - renewals)
+
+    def renew(self) -> str:
+        """The lease renewed now, as the Group decides it: its new expiry."""
+        renewed = self.h.submit(W1, RENEW, self.h.owner_payload("a"), workItemId=item_id("a"))
+        expiry: str = renewed.events[0]["payload"]["executionLease"]["expiresAt"]
+        return expiry
 
     def binding(self, buffered_at: str, **overrides: Any) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -233,3 +253,108 @@ def test_the_binding_is_interpreted_on_checkpoints_under_current_rules_only() ->
     assert (error.details or {})["extensions"] == [OFFLINE_EXTENSION]
     run.h.rules = RULES_LEDGER
     run.h.refuse(run.reconcile(run.buffered()), ErrorCode.UNKNOWN_CRITICAL_EXTENSION)
+
+
+# --- an earlier expiry of the same lease (rules RULES_OFFLINE_RENEWALS) --------------------------
+
+
+def _reconciled_after_a_new_session(run: Offline) -> Outcome:
+    """The run buffers a checkpoint 20 s after losing the Group, reconnects a minute later under
+    a new Session (which revokes its lease) and reconciles it."""
+    run.h.advance(20)
+    binding = run.buffered()
+    run.h.advance(60)
+    run.h.sessions[W1.id] = 2
+    assert run.h.revoke_replaced_sessions() is not None
+    return run.h.send(run.reconcile(binding))
+
+
+@pytest.mark.parametrize("renewals", [1, 3])
+def test_a_binding_stating_the_expiry_before_a_renewal_whose_receipt_was_lost_is_taken(
+    renewals: int,
+) -> None:
+    # Given two runs alike but for their last renewal's receipt, which one never received.
+    lost = Offline(renewals=renewals, last_receipt_lost=True)
+    seen = Offline(renewals=renewals)
+    assert lost.held_expiry == seen.held_expiry == seen.expires_at != lost.expires_at
+
+    # When each reconciles the checkpoint it buffered offline,
+    taken, exact = _reconciled_after_a_new_session(lost), _reconciled_after_a_new_session(seen)
+
+    # Then the Group charges and records the one bound to the earlier expiry as the exact one.
+    assert [e["kind"] for e in taken.events] == [RECORDED_KIND, "work.checkpointed"]
+    assert [(e["kind"], e["payload"]) for e in taken.events] == [
+        (e["kind"], e["payload"]) for e in exact.events
+    ]
+    assert lost.h.view("a") == seen.h.view("a")
+    assert lost.h.view("a")["resourceUsage"]["cumulative"] == {"modelTokenLimit": 300}
+    assert replay(lost.h.events).work_item_view(item_id("a")) == lost.h.view("a")
+
+
+def test_under_the_previous_rules_the_binding_must_state_the_lease_s_current_expiry() -> None:
+    # Given a run that never received its renewal's receipt, in a Group that pinned the rules
+    # before RULES_OFFLINE_RENEWALS,
+    assert RULES_CHILD_USAGE == RULES_OFFLINE_RENEWALS - 1
+    run = Offline(renewals=1, last_receipt_lost=True)
+    run.h.rules = RULES_CHILD_USAGE
+    run.h.advance(20)
+
+    # When it reconciles a checkpoint bound to the expiry it knew, then it is refused;
+    error = run.h.refuse(run.reconcile(run.buffered()), ErrorCode.INVALID_COMMAND)
+    details = error.details or {}
+    assert (details["reason"], details["member"]) == (
+        "offline_lease_facts",
+        "executionLeaseExpiresAt",
+    )
+    # and bound to the lease's current expiry it is taken.
+    outcome = run.h.send(run.reconcile(run.buffered(executionLeaseExpiresAt=run.held_expiry)))
+    assert [e["kind"] for e in outcome.events] == [RECORDED_KIND, "work.checkpointed"]
+
+
+@pytest.mark.parametrize(
+    ("case", "renewals", "code", "reason"),
+    [
+        ("after the lease's current expiry", 2, ErrorCode.INVALID_COMMAND, "offline_lease_facts"),
+        ("at the lease's start", 2, ErrorCode.INVALID_COMMAND, "offline_lease_facts"),
+        ("before the lease's start", 2, ErrorCode.INVALID_COMMAND, "offline_lease_facts"),
+        ("earlier, of a lease never renewed", 0, ErrorCode.INVALID_COMMAND, "offline_lease_facts"),
+        ("at its only renewal", 1, ErrorCode.INVALID_COMMAND, "offline_lease_facts"),
+        ("earlier, passed by the grace", 1, ErrorCode.WORK_LEASE_EXPIRED, "offline_window"),
+    ],
+)
+def test_a_stated_expiry_the_lease_never_had_or_the_run_did_not_keep_to_is_refused(
+    case: str, renewals: int, code: ErrorCode, reason: str
+) -> None:
+    # Given a run whose last renewal's receipt (if any) never reached it,
+    run = Offline(renewals=renewals, last_receipt_lost=True)
+    run.h.advance(20)
+    assert run.h.rules >= RULES_OFFLINE_RENEWALS
+    start = run.started_at
+    # when it reconciles a checkpoint whose binding states (inside a window otherwise kept)
+    binding = {
+        "after the lease's current expiry": lambda: run.buffered(
+            executionLeaseExpiresAt=plus_seconds(run.held_expiry, 1)
+        ),
+        "at the lease's start": lambda: run.buffered(executionLeaseExpiresAt=start),
+        "before the lease's start": lambda: run.buffered(
+            executionLeaseExpiresAt=plus_seconds(start, -1)
+        ),
+        "earlier, of a lease never renewed": lambda: run.buffered(
+            executionLeaseExpiresAt=plus_seconds(run.held_expiry, -1)
+        ),
+        # Lost from the Group just as it started, by the run's clock, and buffered at once:
+        # the expiry the only renewal replaced cannot be at or before that renewal.
+        "at its only renewal": lambda: run.binding(
+            start,
+            disconnectedAt=start,
+            graceDeadline=run.renewed_at[0],
+            executionLeaseExpiresAt=run.renewed_at[0],
+        ),
+        "earlier, passed by the grace": lambda: run.buffered(
+            graceDeadline=plus_seconds(run.expires_at, 1)
+        ),
+    }[case]()
+
+    # then it is refused, changing nothing.
+    error = run.h.refuse(run.reconcile(binding), code)
+    assert (error.details or {})["reason"] == reason
