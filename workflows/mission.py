@@ -113,6 +113,7 @@ from mwp.core.group.api import (
     RULES_CONTEXT,
     RULES_DOOR,
     RULES_LEDGER,
+    RULES_OFFLINE_RENEWALS,
     RULES_OVERSIGHT,
     AuthorityContext,
     ChildSettled,
@@ -255,9 +256,16 @@ class MissionWorkflow:
         self._key_activities = self._child_usage and workflow.patched(
             patches.MISSION_AUTHORITY_ACTIVITIES.id
         )
+        # A reconciled offline checkpoint may state an earlier expiry of its lease, in every
+        # run started after it.
+        self._offline_renewals = self._key_activities and workflow.patched(
+            patches.MISSION_OFFLINE_RENEWALS.id
+        )
         self._deciding = asyncio.Lock()
         self._rules = (
-            RULES_CHILD_USAGE
+            RULES_OFFLINE_RENEWALS
+            if self._offline_renewals
+            else RULES_CHILD_USAGE
             if self._child_usage
             else RULES_OVERSIGHT
             if self._oversight

@@ -174,6 +174,18 @@ REGISTRY_AUTHORITY_ACTIVITIES = Patch(
     "were local activities (see MISSION_AUTHORITY_ACTIVITIES)",
 )
 
+MISSION_OFFLINE_RENEWALS = Patch(
+    "mission-offline-renewals",
+    "2026-12-05",
+    "MissionWorkflow",
+    "Commands are decided under the offline renewal rules (AuthorityContext.rules, "
+    "RULES_OFFLINE_RENEWALS): a reconciled offline checkpoint whose binding states an earlier "
+    "expiry of its lease (the receipt of a renewal never reached the Worker) is taken, where it "
+    "was refused (INVALID_COMMAND)",
+    shown_by="tests/integration/test_offline_reconciliation.py::"
+    "test_a_checkpoint_bound_to_an_expiry_a_lost_renewal_receipt_left_needs_its_patch",
+)
+
 # Oldest first.
 PATCHES: tuple[Patch, ...] = (
     MISSION_SEALED_MESSAGES,
@@ -189,4 +201,5 @@ PATCHES: tuple[Patch, ...] = (
     AGENT_CITED_RESULTS,
     MISSION_AUTHORITY_ACTIVITIES,
     REGISTRY_AUTHORITY_ACTIVITIES,
+    MISSION_OFFLINE_RENEWALS,
 )
