@@ -16,7 +16,8 @@ must know of older Events (a WorkItem's contract, the agent's Membership Epoch) 
 **journal** in the agent's own store: every Event taken is written there (write-once, one
 object per Group and round, named by the sequences it holds) before its position is
 acknowledged, and a restarted runtime rebuilds its
-:class:`~mwp.agent.gateway_views.GroupViews` from it. Runtimes before the batched journal wrote
+:class:`~mwp.agent.gateway_views.GroupViews` from it, for each Group its Scheduler holds as soon
+as it subscribes (a quiet Group may send nothing for a long while). Runtimes before the batched journal wrote
 one object per Event; both are read. Each agent journals under its own key prefix: agents run
 from one state folder share its store, and one agent's journal is not another's history.
 """
@@ -201,6 +202,10 @@ class GatewayInboxes:
             await self.link.subscribe([{"groupId": MEMBER_GROUPS, "afterSequence": 0}])
         except ConnectionClosed:
             return  # the link is closing: the runtime reconnects or stops
+        # The Groups the Scheduler holds get their views from the journal now, not at their
+        # first frame: a quiet Group sends none, and a run of its WorkItem must read it.
+        for group_id in self._held:
+            await self._feed(group_id)
         loop = asyncio.get_running_loop()
         checked = loop.time()
         while not stop.is_set() and not self.link.closed.is_set():

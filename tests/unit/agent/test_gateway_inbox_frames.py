@@ -157,3 +157,38 @@ async def test_a_cancellation_landing_as_a_frame_arrives_ends_the_inbox(tmp_path
     if not done:
         running.cancel()
     assert done and running.cancelled()
+
+
+async def test_a_restarted_runtime_knows_the_work_items_of_a_quiet_group_at_once(
+    tmp_path: Path,
+) -> None:
+    # The Scheduler holds the Group through sequence 2 and the gateway resumes after it; no
+    # frame of the Group comes (nothing new there), yet a run of its WorkItem reads its view.
+    journal = open_store(str(tmp_path))
+    contract = {"goal": "g", "contractVersion": 1, "acceptanceCriteria": []}
+    authorized = {"workItem": {"missionId": MISSION, "workItemId": ITEM, "contract": contract}}
+    offers = {"offers": [{"agentId": AGENT, "offerId": "urn:uuid:o"}], "withdrawnOfferIds": []}
+    seen = [event(1, "work.authorized", authorized), event(2, "work.offer.created", offers)]
+    journal.put_if_absent(
+        journal_key(GROUP, 1, 2, agent_id=AGENT), canonicalize([e.value["event"] for e in seen])
+    )
+    link = SlowLink()
+    batches: list[dict[str, Any]] = []
+
+    async def cursors() -> dict[str, Any]:
+        return {GROUP: {"groupId": GROUP, "sequence": 2, "eventHash": "sha256:00"}}
+
+    async def deliver(batch: dict[str, Any]) -> None:
+        batches.append(batch)
+
+    inboxes = GatewayInboxes(link, cursors, deliver, agent_id=AGENT, journal=journal)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    running = asyncio.create_task(inboxes.run(stop))
+    await asyncio.sleep(0.3)
+    try:
+        assert link.group(GROUP).work_item(ITEM)["contract"]["goal"] == "g"
+        assert link.group(GROUP).mission_id == MISSION
+    finally:
+        stop.set()
+        await running
+    assert batches == []  # the Scheduler already holds all of it: nothing signalled again
