@@ -1,6 +1,7 @@
 """The demo's processes: `mwp dev`, each agent's runtime and the Coordinator's, started as
 separate OS processes with their output in a log file each, and ended by the PID the demo
-started (SIGTERM, then SIGKILL), or killed on purpose to inject a failure."""
+started (SIGTERM, then SIGKILL), or killed on purpose to inject a failure. The runtimes and the
+gateway are forked from a warm launcher (`mwp.demo.launcher`); `mwp dev` starts beside it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,19 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
+
+from mwp.demo.launcher import Launcher
+
+
+class Handle(Protocol):
+    """What the demo needs of a process: a `subprocess.Popen`, or one the launcher forked."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+    def send_signal(self, signum: int) -> None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
 
 
 class ProcessFailedError(RuntimeError):
@@ -29,7 +43,9 @@ class DemoProcess:
     log_path: Path
     # A service the others reach their Groups through (the stack, the gateway): stopped after them.
     service: bool = False
-    process: subprocess.Popen[bytes] | None = None
+    # Forked from it when given; otherwise a new Python process.
+    launcher: Launcher | None = None
+    process: Handle | None = None
     starts: int = 0
     pids: list[int] = field(default_factory=list)
 
@@ -37,6 +53,11 @@ class DemoProcess:
         self.starts += 1
         with self.log_path.open("ab") as log:
             log.write(f"--- start {self.starts} ---\n".encode())
+        if self.launcher is not None:
+            self.process = self.launcher.spawn(self.argv, self.cwd, self.log_path)
+            self.pids.append(self.process.pid)
+            return
+        with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "mwp", *self.argv],
                 cwd=self.cwd,
@@ -103,11 +124,21 @@ class Processes:
     logs: Path
     env: dict[str, str]
     started: list[DemoProcess] = field(default_factory=list)
+    launcher: Launcher | None = None
 
-    def start(self, name: str, *argv: str, service: bool = False) -> DemoProcess:
+    def warm_up(self) -> None:
+        """Start the launcher (it imports while other things start): the processes started
+        with ``warm`` are forked from it from now on."""
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        self.launcher = Launcher(self.cwd, self.env)
+
+    def start(
+        self, name: str, *argv: str, service: bool = False, warm: bool = False
+    ) -> DemoProcess:
         self.logs.mkdir(parents=True, exist_ok=True)
         log = self.logs / f"{name}.log"
-        process = DemoProcess(name, argv, self.env, self.cwd, log, service)
+        launcher = self.launcher if warm else None
+        process = DemoProcess(name, argv, self.env, self.cwd, log, service, launcher)
         process.start()
         self.started.append(process)
         return process
@@ -152,6 +183,8 @@ class Processes:
                 with contextlib.suppress(Exception):
                     if process.reap(deadline):
                         killed.append(process.name)
+        if self.launcher is not None:
+            self.launcher.close()
         return killed
 
 

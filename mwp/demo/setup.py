@@ -100,6 +100,7 @@ class ProofOfConcept:
     async def start(self) -> MwpClient:
         check = self.report.check
         out = self.report.out
+        self.processes.warm_up()  # it imports the runtimes' modules while the stack starts
         dev = self.processes.start("dev", "dev", "--no-gateway", service=True)
         await dev.wait_for("Ready in", 120)
         out(f"Temporal UI {self.ui_url}   console {self.console_url}")
@@ -107,7 +108,7 @@ class ProofOfConcept:
         client = await connect(self.address, "default")
         organization = await init_organization(client, self.state)
         # The gateway needs only the Organization: it starts while the cast registers.
-        gateway = self.processes.start("gateway", *self.gateway_argv, service=True)
+        gateway = self.processes.start("gateway", *self.gateway_argv, service=True, warm=True)
         await self.register_cast(organization)
         await gateway.wait_for("Artifacts", 60)
         await self.check_cards(organization)
@@ -121,9 +122,9 @@ class ProofOfConcept:
                 if name in cast.LEASE_SECONDS
                 else []
             )
-            self.processes.start(name, "agent", "run", f"mwp.demo.cast:{name}", *lease)
+            self.processes.start(name, "agent", "run", f"mwp.demo.cast:{name}", *lease, warm=True)
         for name in cast.COORDINATORS:
-            self.processes.start(name, "coordinator", "run", f"mwp.demo.cast:{name}")
+            self.processes.start(name, "coordinator", "run", f"mwp.demo.cast:{name}", warm=True)
         for process in self.processes.started[2:]:
             coordinates = process.name in cast.COORDINATORS
             await process.wait_for("Gateway" if coordinates else "Task queue", 90)
