@@ -235,14 +235,14 @@ async def start_scheduler(
     )
 
 
-async def release_sticky_queue(client: Client, agent: Agent) -> None:
+async def release_sticky_queue(client: Client, agent_id: str) -> None:
     """Send the AgentWorkflow's next tasks to the agent's task queue, where this process's new
     worker polls, not to the sticky queue of an earlier process of the agent (killed, or about
     to be fenced by this one's Session), where they would wait out :data:`STICKY_TIMEOUT` first.
     A new process never holds the workflow cached, so nothing is lost: its worker replays it."""
     request = ResetStickyTaskQueueRequest(
         namespace=client.namespace,
-        execution=WorkflowExecution(workflow_id=agent_workflow_id(agent.agent_id)),
+        execution=WorkflowExecution(workflow_id=agent_workflow_id(agent_id)),
     )
     try:
         await client.workflow_service.reset_sticky_task_queue(request)
@@ -355,7 +355,7 @@ async def run_agent_worker(
         loop.add_signal_handler(signum, stop.set)
     try:
         async with worker:
-            await release_sticky_queue(client.temporal, agent)
+            await release_sticky_queue(client.temporal, agent.agent_id)
             await start_scheduler(
                 client.temporal, agent, card_version, epoch, **(scheduler_options or {})
             )
@@ -437,7 +437,7 @@ async def _run_through_gateway(
                                     client, agent, store, card_version, lines, gateway=connection
                                 )
                                 await serving.enter_async_context(worker)
-                                await release_sticky_queue(client.temporal, agent)
+                                await release_sticky_queue(client.temporal, agent.agent_id)
                             await start_scheduler(
                                 client.temporal,
                                 agent,

@@ -62,7 +62,8 @@ ESTIMATE = "2030-01-01T00:00:00Z"  # each run's revised finish estimate, well ah
 # removes each once the scene that injects a failure into the run is set, so that no scene
 # races the work it stops: a slower machine waits longer and sees the same runs.
 CUES: dict[str, tuple[str, str]] = {
-    "backlog": ("tester", "Test "),  # the small Mission's tests, until the tester is killed
+    # The small Mission's tests, until the restarted tester's rebuilt status is read.
+    "backlog": ("tester", "Test "),
     "review": ("reviewer", "Code-Review"),  # until the reviewer is killed
     "integration": ("developer", "Integration"),  # until its preemption is requested
     "revision": ("developer", "Revise"),  # until the gateway is killed

@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 
 from mwp.agent.signals import SchedulerSignals
 from mwp.client import Identity, KeyStore, MwpClient, connect
@@ -34,6 +34,7 @@ from mwp.demo.human import DrivenOwner, Owner, PersonAtConsole
 from mwp.demo.isolation import prove_credentials, prove_isolation
 from mwp.demo.setup import CHANGES, HOTFIX, ProofOfConcept, in_state, owned_by, until
 from mwp.dev.stack import DEFAULT_AGENTS_NAMESPACE as AGENTS_NAMESPACE
+from mwp.workers.agent import release_sticky_queue
 
 Json = dict[str, Any]
 # The gateway is down this long, then started again (listening about a second later): the
@@ -65,7 +66,9 @@ async def play(poc: ProofOfConcept) -> None:
     killed = tester.kill()
     killed_at = time.time()
     poc.report.out(f"killed the tester (PID {killed}) while it ran {running[0]['workItemId']}")
-    poc.release("backlog")
+    # The policy changes below are workflow tasks: off the dead runtime's sticky queue, they
+    # wait for the new runtime, not for the sticky timeout first (as its queries do).
+    await release_sticky_queue(await _agents(poc), cast.agent_id("tester"))
     arrived_at = time.time()
     hotfix = await poc.create_mission(client, HOTFIX)
     poc.report.out(f"the hotfix Mission {hotfix.mission_id} arrives")
@@ -74,11 +77,13 @@ async def play(poc: ProofOfConcept) -> None:
     tester.argv = [*tester.argv, "--replace"]
     tester.start()
     await tester.wait_for("Task queue", 90)
-    # Its rebuilt queues (meanwhile the hotfix test starts).
+    # Its rebuilt queues (meanwhile the hotfix test starts). Its backlog's runs wait at their
+    # first checkpoint until the status is read, however short the demo's steps.
     (rebuilt_to, queues), _ = await asyncio.gather(
         _rebuilt_status(poc, small, running[0]["workItemId"]),
         until("the hotfix test to start", lambda: _started(hotfix)),
     )
+    poc.release("backlog")
     # Knowledge publication: the hotfix reuses the small Mission's fix, approved for it alone.
     reused = await knowledge.import_fix(poc, small, hotfix, full)
     await _set_policy(poc, "tester", small.group_id, weight=1)  # the cap lifted
@@ -412,10 +417,13 @@ async def _preemption_requested(
 
 
 async def _agent_workflow(poc: ProofOfConcept, name: str) -> WorkflowHandle[Any, Any]:
+    return (await _agents(poc)).get_workflow_handle(agent_workflow_id(cast.agent_id(name)))
+
+
+async def _agents(poc: ProofOfConcept) -> Client:
     if poc.address not in _AGENTS:  # one connection to the agents namespace for the run
         _AGENTS[poc.address] = await connect(poc.address, AGENTS_NAMESPACE)
-    agents = _AGENTS[poc.address]
-    return agents.temporal.get_workflow_handle(agent_workflow_id(cast.agent_id(name)))
+    return _AGENTS[poc.address].temporal
 
 
 _AGENTS: dict[str, MwpClient] = {}
