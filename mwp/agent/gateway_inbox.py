@@ -16,10 +16,11 @@ must know of older Events (a WorkItem's contract, the agent's Membership Epoch) 
 **journal** in the agent's own store: every Event taken is written there (write-once, one
 object per Group and round, named by the sequences it holds) before its position is
 acknowledged, and a restarted runtime rebuilds its
-:class:`~mwp.agent.gateway_views.GroupViews` from it, for each Group its Scheduler holds as soon
-as it subscribes (a quiet Group may send nothing for a long while). Runtimes before the batched journal wrote
-one object per Event; both are read. Each agent journals under its own key prefix: agents run
-from one state folder share its store, and one agent's journal is not another's history.
+:class:`~mwp.agent.gateway_views.GroupViews` from it, for each Group its Scheduler holds as
+soon as it subscribes (a quiet Group may send nothing for a long while). Runtimes before the
+batched journal wrote one object per Event; both are read. Each agent journals under its own
+key prefix: agents run from one state folder share its store, and one agent's journal is not
+another's history.
 """
 
 from __future__ import annotations
