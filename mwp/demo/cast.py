@@ -44,7 +44,7 @@ WORKERS = ("analyst", "developer", "tester", "reviewer")
 REASSIGN: dict[str, str] = {"code-review": "analyst"}
 # Execution Lease seconds per Worker (`mwp agent run --lease-seconds`): the reviewer's is short,
 # so that its expiry after the demo kills it comes soon.
-LEASE_SECONDS: dict[str, int] = {"reviewer": 3}
+LEASE_SECONDS: dict[str, int] = {"reviewer": 2}
 OUTSIDER = "auditor"  # registered, never a member of a Group: the isolation checks' agent
 # The Coordinators: the lead coordinates the Missions; the steward the child Mission the lead
 # makes of the small Mission's release notes (a child's Coordinator is not its owner).

@@ -172,8 +172,10 @@ async def play(poc: ProofOfConcept) -> None:
         disconnection=cut,
         arrived_at=arrived_at,
     )
-    await _prove_from_logs(poc, client, full, logs, injected)
-    await knowledge.prove_reuse(poc, reused, full)
+    await asyncio.gather(  # independent reads: the logs, and the tester's reads of the fix
+        _prove_from_logs(poc, client, full, logs, injected),
+        knowledge.prove_reuse(poc, reused, full),
+    )
     await until("", lambda: in_state(full, "approved"), 5)
 
 
