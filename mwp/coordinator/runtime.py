@@ -6,7 +6,8 @@ its Session), subscribes to every Group it is a Member of, and keeps each Group'
 the pure Group Authority following the signed Events the gateway delivers (so the Mission and
 WorkItem views it decides on are exactly what the Authority decided). Whenever a Group moves,
 and every ``TICK_SECONDS``, it asks :func:`~mwp.coordinator.reconcile.next_steps` what is due
-and takes those steps: asks for the decisions of the Coordinator's functions (each call one
+and takes those steps, each Group in a task of its own (so one Mission's round trips do not
+hold up another's): asks for the decisions of the Coordinator's functions (each call one
 decision, :mod:`mwp.coordinator.decisions`: a Temporal activity under ``mwp coordinator run``,
 applied only under the Coordinator Epoch it was taken under), journals plans, and signs and
 sends the Commands. It then waits until the log shows a step's Events before deciding that Group
@@ -174,6 +175,13 @@ class GroupProjection:
         return views
 
 
+def _raise_failure(task: asyncio.Task[None]) -> None:
+    """Raise what a finished decision task raised, if anything."""
+    error = None if task.cancelled() else task.exception()
+    if error is not None:
+        raise error
+
+
 class CoordinatorRuntime:
     """Coordinates every Group of ``coordinator`` reachable over ``link``."""
 
@@ -207,6 +215,10 @@ class CoordinatorRuntime:
         self.performance = PerformanceRecords()
         self.registry_records: bool | None = None  # whether the gateway served them last
         self._stale_session_wait = SESSION_LEARNED_SECONDS
+        # Each Group is decided in a task of its own: a Group waiting on its Commands' round
+        # trips or a function's decision does not hold up another Mission's next step.
+        self._deciding: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()  # changed while being decided: decided again after
 
     # --- the log ----------------------------------------------------------------------------
 
@@ -252,19 +264,51 @@ class CoordinatorRuntime:
         self._stop = stop
         self.link.listener = self.take
         await self.link.subscribe([{"groupId": MEMBER_GROUPS, "afterSequence": 0}])
-        while not stop.is_set() and not self.link.closed.is_set():
-            self.changed.clear()
-            for group in list(self.groups.values()):
-                if group.caught_up and not group.left:
-                    await self._reconcile(group)
-            waits = [
-                asyncio.ensure_future(e.wait()) for e in (stop, self.changed, self.link.closed)
-            ]
-            try:
-                await asyncio.wait(waits, timeout=TICK_SECONDS, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for wait in waits:
-                    wait.cancel()
+        try:
+            while not stop.is_set() and not self.link.closed.is_set():
+                self.changed.clear()
+                for group in list(self.groups.values()):
+                    if group.caught_up and not group.left:
+                        self._decide_group(group)
+                waits = [
+                    asyncio.ensure_future(e.wait()) for e in (stop, self.changed, self.link.closed)
+                ]
+                try:
+                    await asyncio.wait(
+                        waits, timeout=TICK_SECONDS, return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    for wait in waits:
+                        wait.cancel()
+        except BaseException:  # cancelled, or a decision failed: the others are not waited for
+            for task in self._deciding.values():
+                task.cancel()
+            raise
+        finally:
+            # Each ends soon once stopped or cut off (a decision is abandoned, a send fails).
+            deciding = list(self._deciding.values())
+            await asyncio.gather(*deciding, return_exceptions=True)
+        for task in deciding:
+            _raise_failure(task)
+
+    def _decide_group(self, group: GroupProjection) -> None:
+        """Decide ``group`` in its own task, or once more after the one under way."""
+        group_id = group.group_id
+        running = self._deciding.get(group_id)
+        if running is not None and not running.done():
+            self._again.add(group_id)
+            return
+        if running is not None:
+            _raise_failure(running)  # as the loop's own await of it would have
+
+        def decided(task: asyncio.Task[None]) -> None:
+            if group_id in self._again or task.cancelled() or task.exception() is not None:
+                self._again.discard(group_id)
+                self.changed.set()  # the loop decides it again, or raises what it raised
+
+        task = asyncio.create_task(self._reconcile(group), name=f"decide {group_id}")
+        task.add_done_callback(decided)
+        self._deciding[group_id] = task
 
     # --- deciding ---------------------------------------------------------------------------
 
