@@ -138,16 +138,16 @@ async def play(poc: ProofOfConcept) -> None:
                 events=[approved_small.events, approved_hotfix.events],
                 decisions=[approved_small.proof, approved_hotfix.proof],
             )
+            # Beside the revision and the outage, needing no gateway: the approved Missions'
+            # logs, the small one's archived first (once the isolation scene read through it).
+            closed = {"small": small, "hotfix": hotfix, "child": await isolated.done()}
+            archived = beside.start(lambda p: _archive_and_verify(p, client, closed))
             # Held at its cue after its first checkpoint: cut off before it, the run has no
             # checkpoint to buffer and fails instead of going on offline.
             revising = await until(
                 "the developer to checkpoint the revision",
                 lambda: _running(full, "developer", "Revise", checkpointed=True),
             )
-            child = await isolated.done()
-            # Beside the outage, needing no gateway: the approved Missions' logs.
-            closed = {"small": small, "hotfix": hotfix, "child": child}
-            archived = beside.start(lambda p: _archive_and_verify(p, client, closed))
             cut = await _disconnect(poc)
             await until("the revised Mission", lambda: _resubmitted(full, first))
             approved = await human.decide(full, "approve")
@@ -277,10 +277,12 @@ async def _archive_and_verify(
 ) -> dict[str, GroupEvents]:
     """The approved small Mission's Group archived, then the signed log of each approved
     Mission in ``closed`` verified; their Events, by name."""
-    await _archive(poc, closed["small"])
+    archived_at = await _archive(poc, closed["small"])
     evidence = await client.registry(organization_id_of(poc.state)).evidence()
     return {
-        name: await _verified_log(poc, client, evidence, name, mission)
+        name: await _verified_log(
+            poc, client, evidence, name, mission, archived_at if name == "small" else None
+        )
         for name, mission in closed.items()
     }
 
@@ -462,16 +464,18 @@ async def _resubmitted(mission: MissionHandle, revision: int) -> bool:
     )
 
 
-async def _archive(poc: ProofOfConcept, mission: MissionHandle) -> None:
+async def _archive(poc: ProofOfConcept, mission: MissionHandle) -> int:
     """Signed archival of the approved small Mission: `mwp log archive` writes the Group's
-    signed final snapshot and records it; the Group then takes no Command."""
+    signed final snapshot and records it; the Group then takes no Command. The sequence of
+    its archive Event, read from its log (each query of the closed Group costs a replay of its
+    whole history: one is left, the proof that the refused Command appended nothing)."""
+    owner = KeyStore.in_state_dir(poc.state).load("human-ada")
+    epochs = await mission.epochs(owner.principal.id)  # while it is open
     answer = json.loads(await poc.processes.run("log", "archive", mission.group_id, "--json"))
     archived = answer.get("archived") or {}
-    recorded = [
-        e["kind"]
-        for e in await mission.events_this_run()
-        if e["sequence"] >= archived.get("sequence", 0) - 1
-    ]
+    before = int(archived.get("sequence") or 0)
+    logged = await _logged_through(poc, mission, before)
+    recorded = [e["kind"] for e in logged if e["sequence"] >= before - 1]
     poc.report.check(
         "archival.signed_snapshot",
         recorded == ["group.snapshot.created", "group.archived"],
@@ -481,16 +485,28 @@ async def _archive(poc: ProofOfConcept, mission: MissionHandle) -> None:
         archived=archived,
         events=recorded,
     )
-    owner = KeyStore.in_state_dir(poc.state).load("human-ada")
-    # The archive Event is the Group's last (a query of the closed Group costs a replay).
-    before = archived.get("sequence")
-    code = await _refusal(mission.send(owner, "message.post", _TEXT))
+    code = await _refusal(mission.send(owner, "message.post", _TEXT, epochs=epochs))
     poc.report.check(
         "archival.refuses_commands",
         code not in ("accepted", "INTERNAL_ERROR") and await mission.sequence() == before,
         "the archived Group refuses every Command, typed, and appends nothing",
         code=code,
     )
+    return before
+
+
+async def _logged_through(
+    poc: ProofOfConcept, mission: MissionHandle, sequence: int, timeout: float = 30.0
+) -> list[Json]:
+    """The Group's Events in its log in the store, once it holds ``sequence``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _, events = await asyncio.to_thread(read_log, poc.store, mission.group_id)
+        if (events.events and events.events[-1]["sequence"] >= sequence) or (
+            time.monotonic() > deadline
+        ):
+            return list(events.events)
+        await asyncio.sleep(0.1)
 
 
 _TEXT: Json = {"content": [{"type": "text", "text": "After the archive."}]}
@@ -675,9 +691,11 @@ async def _verified_log(
     evidence: RegistryEvidence,
     name: str,
     mission: MissionHandle,
+    archived_at: int | None = None,
 ) -> GroupEvents:
-    """The Mission's Group Event log, once it holds every Event the Group accepted, verified."""
-    through = await mirrored(client, mission)
+    """The Mission's Group Event log, once it holds every Event the Group accepted (through
+    ``archived_at``, its last, for an archived Group), verified."""
+    through = archived_at if archived_at is not None else await mirrored(client, mission)
     log, events = read_log(poc.store, mission.group_id)
     verdict = log.verify_all(evidence)
     poc.report.check(
