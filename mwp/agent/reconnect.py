@@ -1,10 +1,10 @@
 """How a runtime that lost its gateway tries again.
 
-A gateway restarted by its operator (or the demo's outage) serves again within about a second,
-so the first try comes soon; a longer outage is tried less and less often, so that a fleet of
-runtimes does not hammer a gateway that is down. A connection that came up starts the schedule
-again. The Worker runtime (``mwp.workers.agent``) and the Coordinator runtime
-(``mwp.coordinator.runtime``) share it.
+A gateway restarted by its operator (or the demo's outage) serves again within a second or
+less, so the first tries come soon (a refused TCP connection costs nothing); a longer outage is
+tried less and less often, so that a fleet of runtimes does not hammer a gateway that is down.
+A connection that came up starts the schedule again. The Worker runtime
+(``mwp.workers.agent``) and the Coordinator runtime (``mwp.coordinator.runtime``) share it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-FIRST_SECONDS: Final = 0.5
+FIRST_SECONDS: Final = 0.25
 MAX_SECONDS: Final = 15.0
 
 
