@@ -98,7 +98,8 @@ class ProofOfConcept:
     # --- the parts ------------------------------------------------------------------------
 
     async def start(self) -> MwpClient:
-        check = self.report.check
+        """The stack, the Organization and its cast, the gateway, and every runtime started
+        (:meth:`ready` waits for them)."""
         out = self.report.out
         self.processes.warm_up()  # it imports the runtimes' modules while the stack starts
         dev = self.processes.start("dev", "dev", "--no-gateway", service=True)
@@ -125,6 +126,12 @@ class ProofOfConcept:
             self.processes.start(name, "agent", "run", f"mwp.demo.cast:{name}", *lease, warm=True)
         for name in cast.COORDINATORS:
             self.processes.start(name, "coordinator", "run", f"mwp.demo.cast:{name}", warm=True)
+        return client
+
+    async def ready(self) -> None:
+        """Wait for every runtime to serve (the Missions may be created meanwhile: a runtime
+        that connects later takes its Groups from the gateway then), and check the parts."""
+        check = self.report.check
         for process in self.processes.started[2:]:
             coordinates = process.name in cast.COORDINATORS
             await process.wait_for("Gateway" if coordinates else "Task queue", 90)
@@ -159,7 +166,6 @@ class ProofOfConcept:
             "every Worker runtime reached its Groups through the gateway (wss://)",
             said={n: [ln for ln in t.splitlines() if "wss://" in ln][:1] for n, t in lines.items()},
         )
-        return client
 
     async def register_cast(self, organization: Organization) -> None:
         """The owner ``ada`` and every agent, with their keys in the state folder's KeyStore
