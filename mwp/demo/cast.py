@@ -51,9 +51,9 @@ OUTSIDER = "auditor"  # registered, never a member of a Group: the isolation che
 COORDINATORS = ("lead", "steward")
 NOTES = "Release notes"  # the small Mission's child Mission, by its objective
 SLOTS = {"tester": 2}
-# Seconds each checkpointed step of a run takes: long enough for runs in two Groups to overlap,
-# and for the restarted tester's status to be read while its backlog is still there.
-STEP_SECONDS = float(os.environ.get("MWP_DEMO_STEP_SECONDS", "0.5"))
+# Seconds each checkpointed step of a run takes. The scenes wait on cues, not on the steps'
+# length (the restarted tester's backlog is held until its status is read), so it is short.
+STEP_SECONDS = float(os.environ.get("MWP_DEMO_STEP_SECONDS", "0.1"))
 STEPS = 3
 SMALL_TESTS = 4  # the small Mission's tests: a backlog for the tester's two slots
 ESTIMATE = "2030-01-01T00:00:00Z"  # each run's revised finish estimate, well ahead
