@@ -461,7 +461,7 @@ async def _run_through_gateway(
                 if stop.is_set():
                     break
                 wait = reconnect.next_wait()
-                lines(f"{name}: the gateway connection was lost; reconnecting in {wait:.1f} s")
+                lines(f"{name}: the gateway connection was lost; reconnecting in {wait:g} s")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), wait)
     finally:

@@ -852,7 +852,7 @@ async def run_coordinator(
             report("the gateway is unreachable")
         if not stop.is_set():
             wait = reconnect.next_wait()
-            report(f"connecting to the gateway again in {wait:.1f} s")
+            report(f"connecting to the gateway again in {wait:g} s")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait)
 

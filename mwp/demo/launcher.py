@@ -21,6 +21,7 @@ import contextlib
 import importlib
 import json
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -148,7 +149,7 @@ def _reap(*_: object) -> None:
 
 def _child(argv: list[str], cwd: str, log: str) -> None:
     """In the forked child: the command's own session, output and working folder, then the
-    command, which ends the process (`mwp.cli.run`)."""
+    command, which ends the process (`mwp.cli.run`, through `mwp/__main__.py`)."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
     out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -160,9 +161,7 @@ def _child(argv: list[str], cwd: str, log: str) -> None:
     os.close(nothing)
     os.chdir(cwd)
     sys.argv = ["mwp", *argv]
-    from mwp.cli import run
-
-    run(argv)
+    runpy.run_module("mwp", run_name="__main__")  # as `python -m mwp` would: it exits
 
 
 def _answer(out: IO[str], value: Mapping[str, Any]) -> None:

@@ -64,4 +64,4 @@ async def test_a_lost_gateway_is_tried_again_soon_then_less_often(
         30,
     )
     waits = [line.rsplit(" in ", 1)[1] for line in lines if "gateway again" in line]
-    assert waits == ["0.5 s", "1.0 s", "2.0 s", "0.5 s"]
+    assert waits == ["0.25 s", "0.5 s", "1 s", "0.25 s"]
