@@ -53,20 +53,19 @@ class DemoProcess:
         self.starts += 1
         with self.log_path.open("ab") as log:
             log.write(f"--- start {self.starts} ---\n".encode())
-        if self.launcher is not None:
-            self.process = self.launcher.spawn(self.argv, self.cwd, self.log_path)
-            self.pids.append(self.process.pid)
-            return
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "mwp", *self.argv],
-                cwd=self.cwd,
-                env={**os.environ, **self.env},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # a terminal's Ctrl-C reaches only the demo
-            )
+            log.flush()  # before the process's own output
+            if self.launcher is not None:
+                self.process = self.launcher.spawn(self.argv, self.cwd, self.log_path)
+            else:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "mwp", *self.argv],
+                    cwd=self.cwd,
+                    env={**os.environ, **self.env},
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # a terminal's Ctrl-C reaches only the demo
+                )
         self.pids.append(self.process.pid)
 
     def log(self) -> str:

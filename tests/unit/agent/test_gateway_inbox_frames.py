@@ -14,7 +14,7 @@ from mwp.agent.gateway_views import GroupViews
 from mwp.core.models.websocket_frame import EventFrame
 from mwp.core.wire.jcs import canonicalize
 from mwp.gateway.frames import Incoming
-from mwp.stores.objects import open_store
+from mwp.stores.objects import ObjectStore, open_store
 
 AGENT = "urn:mwp:agent:slow-reader"
 GROUP = "urn:mwp:group:g"
@@ -49,6 +49,22 @@ class SlowLink:
         self.acked.append(sequence)
 
 
+def _inboxes(
+    link: SlowLink, journal: ObjectStore, held: dict[str, Any]
+) -> tuple[GatewayInboxes, list[dict[str, Any]]]:
+    """Inboxes over ``link`` whose Scheduler holds ``held``; the batches they signal."""
+    batches: list[dict[str, Any]] = []
+
+    async def cursors() -> dict[str, Any]:
+        return held
+
+    async def deliver(batch: dict[str, Any]) -> None:
+        batches.append(batch)
+
+    inboxes = GatewayInboxes(link, cursors, deliver, agent_id=AGENT, journal=journal)  # type: ignore[arg-type]
+    return inboxes, batches
+
+
 def event(sequence: int, kind: str, payload: dict[str, Any]) -> Incoming:
     body = {
         "eventId": f"urn:uuid:event-{sequence}",
@@ -66,15 +82,7 @@ def event(sequence: int, kind: str, payload: dict[str, Any]) -> Incoming:
 async def test_a_frame_taking_longer_than_the_wait_is_not_lost(tmp_path: Path) -> None:
     link = SlowLink()
     journal = open_store(str(tmp_path))
-    batches: list[dict[str, Any]] = []
-
-    async def cursors() -> dict[str, Any]:
-        return {}
-
-    async def deliver(batch: dict[str, Any]) -> None:
-        batches.append(batch)
-
-    inboxes = GatewayInboxes(link, cursors, deliver, agent_id=AGENT, journal=journal)  # type: ignore[arg-type]
+    inboxes, batches = _inboxes(link, journal, {})
     stop = asyncio.Event()
     running = asyncio.create_task(inboxes.run(stop))
     await asyncio.sleep(0.1)
@@ -133,20 +141,7 @@ async def test_a_cancellation_landing_as_a_frame_arrives_ends_the_inbox(tmp_path
     # asyncio.wait_for on 3.11 hands back the frame and drops such a cancellation: the inbox
     # then ran on, its runtime waiting for it to end.
     link = SlowLink()
-
-    async def cursors() -> dict[str, Any]:
-        return {}
-
-    async def deliver(batch: dict[str, Any]) -> None:
-        return None
-
-    inboxes = GatewayInboxes(
-        link,  # type: ignore[arg-type]
-        cursors,
-        deliver,
-        agent_id=AGENT,
-        journal=open_store(str(tmp_path)),
-    )
+    inboxes, _ = _inboxes(link, open_store(str(tmp_path)), {})
     running = asyncio.create_task(inboxes.run(asyncio.Event()))
     await asyncio.sleep(0.1)  # waiting for its next frame
     contract = {"goal": "g", "contractVersion": 1, "acceptanceCriteria": []}
@@ -173,15 +168,8 @@ async def test_a_restarted_runtime_knows_the_work_items_of_a_quiet_group_at_once
         journal_key(GROUP, 1, 2, agent_id=AGENT), canonicalize([e.value["event"] for e in seen])
     )
     link = SlowLink()
-    batches: list[dict[str, Any]] = []
-
-    async def cursors() -> dict[str, Any]:
-        return {GROUP: {"groupId": GROUP, "sequence": 2, "eventHash": "sha256:00"}}
-
-    async def deliver(batch: dict[str, Any]) -> None:
-        batches.append(batch)
-
-    inboxes = GatewayInboxes(link, cursors, deliver, agent_id=AGENT, journal=journal)  # type: ignore[arg-type]
+    held = {GROUP: {"groupId": GROUP, "sequence": 2, "eventHash": "sha256:00"}}
+    inboxes, batches = _inboxes(link, journal, held)
     stop = asyncio.Event()
     running = asyncio.create_task(inboxes.run(stop))
     await asyncio.sleep(0.3)
