@@ -61,7 +61,7 @@ from mwp.contracts.mission import (
     MissionInput,
     mission_workflow_id,
 )
-from mwp.contracts.names import ORGANIZATION_ID
+from mwp.contracts.names import MISSION_OWNER, ORGANIZATION_ID
 from mwp.contracts.work_item import QUERY_WORK_ITEM as QUERY_CHILD_VIEW
 from mwp.contracts.work_item import WORK_ITEM_FAILED, work_item_workflow_id
 from mwp.core.errors import ErrorCode, MwpError
@@ -476,9 +476,14 @@ class MissionClient:
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 static_summary=summary,
                 task_timeout=MISSION_TASK_TIMEOUT,
-                # Set at start, so the Mission is listed as its Organization's from the first
-                # moment, with no workflow change (the Mission never upserts it).
-                search_attributes=organization_attribute(self.organization_id),
+                # Set at start, so the Mission is listed as its Organization's and its owner's
+                # from the first moment, with no workflow change (the Mission never upserts them).
+                search_attributes=TypedSearchAttributes(
+                    [
+                        *organization_attribute(self.organization_id).search_attributes,
+                        *owner_attribute(command).search_attributes,
+                    ]
+                ),
             )
             try:
                 with raising_mwp_errors(), server_limits_as_mwp_errors():
@@ -501,9 +506,23 @@ class MissionClient:
         return await resending_until_decided(send)
 
 
+OWNER_ATTRIBUTE_CHARS = 255  # well inside Temporal's 2 KB per Keyword value
+
+
 def organization_attribute(organization_id: str) -> TypedSearchAttributes:
     """The search attribute naming the Organization whose Group Authority a Mission is."""
     return TypedSearchAttributes([SearchAttributePair(ORGANIZATION_ID, organization_id)])
+
+
+def owner_attribute(command: Mapping[str, Any]) -> TypedSearchAttributes:
+    """The search attribute naming the MissionOwner: the human signing ``mission.create``. A
+    Command with no usable actor ID gets none (the Authority refuses it in any case), nor does
+    one longer than a visibility store keeps (the console then finds it as it did before)."""
+    actor = command.get("actor")
+    owner = actor.get("id") if isinstance(actor, Mapping) else None
+    if not isinstance(owner, str) or not 0 < len(owner) <= OWNER_ATTRIBUTE_CHARS:
+        return TypedSearchAttributes([])
+    return TypedSearchAttributes([SearchAttributePair(MISSION_OWNER, owner)])
 
 
 def mission_summary(payload: Mapping[str, Any]) -> str:

@@ -16,6 +16,7 @@ from temporalio.client import WorkflowExecutionStatus
 from mwp.client import MwpClient
 from mwp.client.missions import MissionHandle
 from mwp.contracts.mission import MISSION_WORKFLOW_TYPE, QUERY_MISSION, mission_workflow_id
+from mwp.contracts.names import MISSION_OWNER
 from mwp.core.errors import Diagnostic, ErrorCode, MwpError
 from mwp.core.trust.registry import Principal
 
@@ -87,11 +88,18 @@ class ClosedViews:
 async def owned_missions(
     client: MwpClient, human: Principal, closed: ClosedViews | None = None
 ) -> list[Json]:
-    """The human's Missions, most recent first (of the LISTED most recent of all); a closed
-    Mission's view is taken from ``closed`` once it was read."""
+    """The human's Missions, most recent first (their LISTED most recent); a closed Mission's
+    view is taken from ``closed`` once it was read."""
     closed = closed if closed is not None else ClosedViews()
     final: dict[str, bool] = {}
-    query = f'WorkflowType="{MISSION_WORKFLOW_TYPE}"'
+    # Visibility names the human's Missions; a root Mission started before the attribute has
+    # none and is read to see whose it is. A child Mission is never a human's (the parent's
+    # Coordinator creates and owns it), so none is read.
+    owner = human.id.replace("\\", "\\\\").replace("'", "\\'")
+    query = (
+        f"WorkflowType = '{MISSION_WORKFLOW_TYPE}' AND ({MISSION_OWNER.name} = '{owner}' "
+        f"OR ({MISSION_OWNER.name} IS NULL AND ParentWorkflowId IS NULL))"
+    )
     async for execution in client.temporal.list_workflows(query, limit=LISTED):
         # The first row of an ID is its latest run (most recent first).
         final.setdefault(execution.id, execution.status in _FINAL)

@@ -24,6 +24,9 @@ CAPABILITY = SearchAttributeKey.for_keyword("Capability")
 # The Organization whose Group Authority a MissionWorkflow is, set by the client that starts it:
 # a gateway lists only its own Organization's Missions when several share a namespace.
 ORGANIZATION_ID = SearchAttributeKey.for_keyword("OrganizationId")
+# A root Mission's MissionOwner (its principal ID), set by the client that starts it: the
+# console asks visibility for one human's Missions instead of querying everyone's.
+MISSION_OWNER = SearchAttributeKey.for_keyword("MissionOwner")
 
 SEARCH_ATTRIBUTES: tuple[str, ...] = tuple(
     key.name
@@ -36,5 +39,6 @@ SEARCH_ATTRIBUTES: tuple[str, ...] = tuple(
         OWNER,
         CAPABILITY,
         ORGANIZATION_ID,
+        MISSION_OWNER,
     )
 )
