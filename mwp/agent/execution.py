@@ -914,24 +914,37 @@ class _LeasedContext(WorkItemFacts):
 
     async def _checkpoint(self, progress: Progress, state: Any, lease_id: str) -> None:
         r = self._run
-        ref = None if state is None else await r.content.put_checkpoint(state)
-        r.resume_state = state
-        r.checkpoint_ref = ref or r.checkpoint_ref
-        if not r.preempt:
-            r.preempt = await r.channel.preemption_requested()
-        with _lease_lost_when_fenced():
-            if r.preempt:
-                await r.settle_usage()
-                command = checkpoint_command(
-                    r.order.work_item_id,
-                    ownership_epoch=r.order.ownership_epoch,
-                    lease_id=lease_id,
-                    progress=progress,
-                    checkpoint_ref=ref,
-                )
-                await r._send_locked(command)  # releases the lease: the item is queued again
-                raise Preempted(state)
-            await r.renew(progress, ref)
+        # Asked of the Scheduler while the state is stored; an answer still pending then is
+        # awaited beside the renewal (each is a round trip), and a late "yes" releases the
+        # lease at this same checkpoint.
+        asking = None if r.preempt else asyncio.ensure_future(r.channel.preemption_requested())
+        try:
+            ref = None if state is None else await r.content.put_checkpoint(state)
+            r.resume_state = state
+            r.checkpoint_ref = ref or r.checkpoint_ref
+            with _lease_lost_when_fenced():
+                if asking is not None and not asking.done():
+                    await asyncio.gather(r.renew(progress, ref), asking)
+                    if not asking.result():
+                        return
+                    r.preempt = True
+                elif asking is not None:
+                    r.preempt = asking.result()
+                if r.preempt:
+                    await r.settle_usage()
+                    command = checkpoint_command(
+                        r.order.work_item_id,
+                        ownership_epoch=r.order.ownership_epoch,
+                        lease_id=lease_id,
+                        progress=progress,
+                        checkpoint_ref=ref,
+                    )
+                    await r._send_locked(command)  # releases the lease: queued again
+                    raise Preempted(state)
+                await r.renew(progress, ref)
+        finally:
+            if asking is not None and not asking.done():
+                asking.cancel()  # the checkpoint ended otherwise (fenced, offline, failed)
 
     async def block(self, resolution: str, *, progress: Progress | None = None) -> NoReturn:
         r = self._run

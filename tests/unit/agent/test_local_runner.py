@@ -4,6 +4,7 @@ a checked submission, retries and budgets within the contract, and fencing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -175,6 +176,44 @@ async def test_a_preemption_asked_mid_run_stops_at_the_next_checkpoint(tmp_path:
     done = await runner.run()
     assert done.status == "submitted"
     assert runs == [None, 2]  # the second run resumed from the preempting checkpoint
+
+
+async def test_a_slow_preemption_answer_is_awaited_beside_the_renewal(tmp_path: Path) -> None:
+    """The Scheduler's answer is a round trip of its own: the renewal does not wait for it,
+    and a "yes" that comes after the renewal still releases the lease at that checkpoint."""
+    asked: list[int] = []
+
+    async def count(ctx: CapabilityContext) -> Submission:
+        for step in (1, 2, 3):
+            await ctx.checkpoint(progress(f"step {step}"), state=step)
+        return await published(ctx, "counted")
+
+    runner = runner_of(tmp_path, count)
+    group = runner.group
+
+    async def slow_answer() -> bool:
+        asked.append(len(group.commands))  # Commands sent when the question was asked
+        renewals = sum(c.kind == LEASE_RENEW for c in group.commands)
+        for _ in range(100):  # answered once this checkpoint's renewal went (or after 1 s)
+            if sum(c.kind == LEASE_RENEW for c in group.commands) > renewals:
+                break
+            await asyncio.sleep(0.01)
+        return len(asked) == 2  # asked during step 2
+
+    group.preemption_requested = slow_answer  # type: ignore[method-assign]
+    first = await runner.run()
+    assert first.status == "preempted" and first.state == 2
+    assert [c.kind for c in runner.commands] == [
+        "work.start",
+        LEASE_RENEW,  # step 1: renewed while the "no" was on its way
+        LEASE_RENEW,  # step 2: renewed before the late "yes"...
+        USAGE,
+        "work.checkpoint",  # ...which releases the lease at the same checkpoint
+    ]
+    assert asked == [1, 2]
+    view = runner.work_item
+    assert view["state"] == "queued"
+    assert view["checkpoint"]["checkpointRef"] == runner.commands[-1].payload["checkpointRef"]
 
 
 # --- block, retries, failures, budgets -------------------------------------------------------
