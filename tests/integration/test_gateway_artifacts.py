@@ -21,7 +21,7 @@ from mwp.contracts.errors import RemoteMwpError
 from mwp.core.wire.strict_json import parse_bytes
 from mwp.dev.scenario import result_content, result_manifest
 from mwp.gateway.artifacts import artifacts_path, group_marker
-from mwp.gateway.authority import TemporalAuthority
+from mwp.gateway.authority import SESSION_CHECK_SECONDS, TemporalAuthority
 from mwp.gateway.client import GatewayClient
 from mwp.gateway.https import Response, request
 from mwp.gateway.server import Gateway, GatewayOptions
@@ -283,7 +283,8 @@ async def test_the_routes_need_a_live_sessions_token(
     response = await gateway.raw("POST", path, token, b"after closing")
     assert response.status == 401
     async with gateway.client(worker) as client:
-        await crew.open_session(worker)  # a newer session fences the gateway's
+        await crew.open_session(worker)  # a newer session fences the gateway's...
+        await asyncio.sleep(SESSION_CHECK_SECONDS)  # ...once its look at the Registry is due
         response = await gateway.raw("POST", path, client.session_token, b"fenced")
         assert response.status == 401
         assert parse_bytes(response.body)["code"] == "AUTH_STALE_SESSION"
