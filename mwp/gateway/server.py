@@ -109,7 +109,7 @@ from mwp.gateway.https import Request, Response, start_server
 from mwp.gateway.knowledge_imports import KnowledgeImports
 from mwp.gateway.performance import RegistryPerformance, is_performance_route
 from mwp.gateway.performance import serve as serve_performance
-from mwp.gateway.subscriptions import Feed, GroupReader, Readers
+from mwp.gateway.subscriptions import LINGER_SECONDS, Feed, GroupReader, Readers
 
 CLAUSES: tuple[str, ...] = ("MWP-EVT-009", "MWP-EVT-011", "MWP-IDN-006", "MWP-IDN-008")
 
@@ -134,6 +134,8 @@ class GatewayOptions:
     retry_after_ms: int = RETRY_AFTER_MS
     safety_net_seconds: float = SAFETY_NET_SECONDS
     refusal_seconds: float = REFUSAL_SECONDS
+    # How long a Group nobody uses any more is still read (mwp.gateway.subscriptions).
+    reader_linger_seconds: float = LINGER_SECONDS
     # Receive the mirror's hints from other processes on this UDP address (port 0: any).
     hint_listen: tuple[str, int] | None = None
     # Take the hints of a mirror in this process (the embedded stack).
@@ -178,6 +180,7 @@ class Gateway:
             authority.evidence,
             group_authority(authority.organization_id),
             safety_net_seconds=options.safety_net_seconds,
+            linger_seconds=options.reader_linger_seconds,
         )
         self.discovery = Discovery(
             self.readers, authority.running_groups, safety_net_seconds=options.safety_net_seconds

@@ -54,6 +54,11 @@ T = TypeVar("T")
 # reader's complete read of its log: then it gets a retryable error rather than no answer.
 EVIDENCE_SECONDS: Final = 10.0
 READ_SECONDS: Final = 30.0
+# How long the gateway keeps reading a Group nobody uses any more (its readers' default is
+# none): an upload or a COMMAND of a Group with no subscriber here (a reconnecting runtime's
+# reconciliation) acquires and releases it each time, and a new reader reads and verifies the
+# whole log again, after a Registry query that took 1 s in the demo's reconnection.
+LINGER_SECONDS: Final = 5.0
 
 
 class GroupReader:
@@ -181,6 +186,7 @@ class Readers:
         safety_net_seconds: float,
         evidence_seconds: float = EVIDENCE_SECONDS,
         read_seconds: float = READ_SECONDS,
+        linger_seconds: float = 0.0,
     ) -> None:
         self.store = store
         self.evidence = evidence
@@ -188,8 +194,11 @@ class Readers:
         self.safety_net_seconds = safety_net_seconds
         self.evidence_seconds = evidence_seconds
         self.read_seconds = read_seconds
+        self.linger_seconds = linger_seconds
         self._readers: dict[str, GroupReader] = {}
         self._users: dict[str, int] = {}
+        self._lingering: dict[str, asyncio.TimerHandle] = {}  # unused readers, until dropped
+        self._dropping: set[asyncio.Task[None]] = set()
 
     def __contains__(self, group_id: object) -> bool:
         return group_id in self._readers
@@ -202,6 +211,7 @@ class Readers:
         ``INTERNAL_ERROR`` when either does not come in time, or the reader stopped."""
         reader = self._readers.get(group_id)
         self._users[group_id] = self._users.get(group_id, 0) + 1
+        self._keep(group_id)
         try:
             if reader is None:
                 if evidence is None:
@@ -235,6 +245,7 @@ class Readers:
         reader = self._readers.get(group_id)
         if reader is not None:
             self._users[group_id] = self._users.get(group_id, 0) + 1
+            self._keep(group_id)
         return reader
 
     async def release(self, group_id: str) -> None:
@@ -243,9 +254,32 @@ class Readers:
             self._users[group_id] = users
             return
         self._users.pop(group_id, None)
-        reader = self._readers.pop(group_id, None)
-        if reader is not None:
-            await reader.stop()
+        reader = self._readers.get(group_id)
+        if reader is None:
+            return
+        if self.linger_seconds > 0 and reader.fault is None:
+            loop = asyncio.get_running_loop()
+            self._lingering[group_id] = loop.call_later(
+                self.linger_seconds, self._drop_later, group_id, reader
+            )
+            return
+        del self._readers[group_id]
+        await reader.stop()
+
+    def _keep(self, group_id: str) -> None:
+        """A lingering reader is used again: it is not dropped."""
+        handle = self._lingering.pop(group_id, None)
+        if handle is not None:
+            handle.cancel()
+
+    def _drop_later(self, group_id: str, reader: GroupReader) -> None:
+        self._lingering.pop(group_id, None)
+        if self._users.get(group_id) or self._readers.get(group_id) is not reader:
+            return
+        del self._readers[group_id]
+        task = asyncio.create_task(reader.stop(), name=f"drop reader {group_id}")
+        self._dropping.add(task)
+        task.add_done_callback(self._dropping.discard)
 
     def notify(self, group_id: str, last_sequence: int) -> None:
         """A hint: wake the Group's reader, if this gateway has one."""
@@ -254,10 +288,15 @@ class Readers:
             reader.notify(last_sequence)
 
     async def close(self) -> None:
+        for handle in self._lingering.values():
+            handle.cancel()
+        self._lingering.clear()
         readers, self._readers = list(self._readers.values()), {}
         self._users.clear()
         for reader in readers:
             await reader.stop()
+        for task in list(self._dropping):
+            await task
 
 
 class Feed:

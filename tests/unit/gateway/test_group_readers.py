@@ -207,3 +207,44 @@ async def test_registry_evidence_that_does_not_come_is_refused_in_time(
         await within(2, readers.acquire(GROUP))
     assert unavailable(refused.value, "registry-evidence-timeout")
     assert GROUP not in readers
+
+
+async def test_a_released_reader_lingers_and_is_used_again_without_a_new_read_of_the_log(
+    scripted: ScriptedLog, tmp_path: Path
+) -> None:
+    asked: list[int] = []
+
+    async def counted() -> RegistryEvidence:
+        asked.append(1)
+        return await evidence()
+
+    readers = Readers(
+        FolderObjectStore(tmp_path), counted, AUTHORITY, safety_net_seconds=30, linger_seconds=0.2
+    )
+    first = await within(2, readers.acquire(GROUP))
+    await readers.release(GROUP)
+    assert GROUP in readers and not first.stopped  # unused, still read for a while
+    again = await within(2, readers.acquire(GROUP))  # an upload soon after: the same reader
+    assert again is first and asked == [1]
+    await readers.release(GROUP)
+    await asyncio.sleep(0.1)
+    held = await within(2, readers.acquire(GROUP))  # used again: its linger starts anew
+    await asyncio.sleep(0.3)
+    assert GROUP in readers and not held.stopped  # held, never dropped
+    await readers.release(GROUP)
+    await asyncio.sleep(0.3)
+    assert GROUP not in readers and first.stopped  # dropped once its linger ran out
+    assert len(asked) == 1
+    await within(2, readers.acquire(GROUP))  # a new reader, with the Registry asked again
+    assert len(asked) == 2
+    await readers.release(GROUP)
+    await readers.close()
+    assert GROUP not in readers
+
+
+async def test_a_faulty_reader_does_not_linger(scripted: ScriptedLog, tmp_path: Path) -> None:
+    readers = readers_of(tmp_path, linger_seconds=30)
+    reader = await within(2, readers.acquire(GROUP))
+    reader.fault = MwpError(ErrorCode.INTERNAL_ERROR, "the log failed verification")
+    await readers.release(GROUP)
+    assert GROUP not in readers and reader.stopped
