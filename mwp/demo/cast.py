@@ -55,6 +55,8 @@ SLOTS = {"tester": 2}
 # length (the restarted tester's backlog is held until its status is read), so it is short.
 STEP_SECONDS = float(os.environ.get("MWP_DEMO_STEP_SECONDS", "0.1"))
 STEPS = 3
+# A full run checkpoints between its steps, not after the last one: the result follows at once.
+CHECKPOINTS = STEPS - 1
 SMALL_TESTS = 4  # the small Mission's tests: a backlog for the tester's two slots
 ESTIMATE = "2030-01-01T00:00:00Z"  # each run's revised finish estimate, well ahead
 # Cue → (Worker, goal prefix): that Worker's runs of those items wait after their first
@@ -110,13 +112,16 @@ def _worker(name: str) -> Agent:
 
 
 async def _stage_work(ctx: CapabilityContext, cues: list[str]) -> Submission:
-    """Work in checkpointed steps (a safe point to preempt, and to resume after a restart),
-    then publish the stage's result and Evidence covering every acceptance criterion."""
+    """Work in steps with a checkpoint between each two (a safe point to preempt, and to
+    resume after a restart), then publish the stage's result and Evidence covering every
+    acceptance criterion."""
     goal = ctx.contract["goal"]
     state = ctx.resume_state or {"done": 0}
     for step in range(state["done"], STEPS):
         await asyncio.sleep(STEP_SECONDS)
         state = {"done": step + 1}
+        if step + 1 == STEPS:
+            break  # the submission is the last step's record
         progress = Progress(
             "working", [f"step {step + 1} of {STEPS}"], "publish", revised_estimate=ESTIMATE
         )

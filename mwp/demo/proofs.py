@@ -316,7 +316,7 @@ def _preemption(report: Report, full: GroupEvents, item: str, name: str) -> None
         and submitted is not None
         and started[0]["sequence"] < checkpointed["sequence"] < started[1]["sequence"]
         and all(e["actor"]["id"] == worker for e in (*started, submitted))
-        and len(resumed) < cast.STEPS,
+        and len(resumed) < cast.CHECKPOINTS,
         f"asked to preempt, the {name} stopped its run at its next checkpoint, queued the "
         "WorkItem again and resumed it from that checkpoint (fewer steps left to run)",
         events=proof([started[0] if started else None, checkpointed, *started[1:], submitted]),
@@ -365,7 +365,9 @@ def _reassignment(report: Report, full: GroupEvents, item: str) -> None:
     ]
     report.check(
         "context.resumed_from_checkpoint",
-        len(started) >= 2 and started[-1]["actor"]["id"] == analyst and len(resumed) < cast.STEPS,
+        len(started) >= 2
+        and started[-1]["actor"]["id"] == analyst
+        and len(resumed) < cast.CHECKPOINTS,
         "the analyst resumed the review from the reviewer's last checkpoint, which the offer's "
         "Context Package cited (fewer steps left to run)",
         stepsAfterResume=len(resumed),
