@@ -104,6 +104,14 @@ def register(subparsers: Any) -> None:
         help="extra dynamic config for the dev server (repeatable; VALUE is JSON)",
     )
     parser.add_argument(
+        "--server-stop-seconds",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long the dev server may take to stop before it is killed (default 10; it "
+        "takes about 1.2 s; a stack thrown away after use, as the demo's, need not wait)",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=int,
         nargs="?",
@@ -150,6 +158,7 @@ async def _serve(args: argparse.Namespace, otel_endpoint: str | None = None) -> 
             gateway_port=None if args.no_gateway else args.gateway_port,
             artifact_port=args.artifact_port,
             console_port=None if args.no_console else args.console_port,
+            server_stop_seconds=args.server_stop_seconds,
         )
     except StackError as exc:
         print(f"mwp dev: {exc}", file=sys.stderr)
@@ -185,5 +194,7 @@ async def _serve(args: argparse.Namespace, otel_endpoint: str | None = None) -> 
         code = 1
     print("Stopping...", flush=True)
     await stack.stop()
-    print("Stopped.", flush=True)
+    killed = stack.server_stopped == "killed"
+    said = f" (the dev server killed after {config.stop_timeout:g} s)" if killed else ""
+    print(f"Stopped{said}.", flush=True)
     return code

@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from importlib import metadata
 from pathlib import Path
@@ -322,6 +322,7 @@ class DevStack:
         self.server: TemporalDevServer | None = None
         self.client: Any = None  # temporalio.client.Client once started
         self.startup_seconds: float | None = None  # launch until the server answered
+        self.server_stopped: str | None = None  # how the server stopped (terminate_process)
         self._worker: Any = None
         self._worker_task: asyncio.Task[None] | None = None
         self._lock: IO[str] | None = None
@@ -407,7 +408,7 @@ class DevStack:
                     await self._worker_task
             self._worker = self._worker_task = None
         if self.server is not None:
-            await asyncio.to_thread(self.server.stop)
+            self.server_stopped = await asyncio.to_thread(self.server.stop)
         if self._lock is not None:
             self._lock.close()  # releases the flock
             self._lock = None
@@ -840,6 +841,7 @@ def stack_config(
     gateway_port: int | None = None,
     artifact_port: int = DEFAULT_ARTIFACT_PORT,
     console_port: int | None = None,
+    server_stop_seconds: float | None = None,
 ) -> StackConfig:
     """A :class:`StackConfig` from CLI-style options (``extra``: ``KEY=JSON`` settings)."""
     settings: dict[str, Any] = dict(dynamic_config or {})
@@ -851,7 +853,7 @@ def stack_config(
             settings[key] = json.loads(value)
         except json.JSONDecodeError:
             settings[key] = value
-    return StackConfig(
+    config = StackConfig(
         state_dir=Path(state_dir) if state_dir is not None else Path.cwd() / ".mwp",
         port=port if port is not None else DEFAULT_PORT,
         ui_port=None if headless else (ui_port if ui_port is not None else DEFAULT_UI_PORT),
@@ -865,3 +867,6 @@ def stack_config(
         artifact_port=artifact_port,
         console_port=console_port,
     )
+    if server_stop_seconds is None:
+        return config
+    return replace(config, stop_timeout=server_stop_seconds)

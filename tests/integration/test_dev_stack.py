@@ -114,7 +114,10 @@ async def test_mwp_dev_restarts_on_the_same_folder_and_finds_earlier_workflows(
     # The server suggests continue-as-new early: proves --dynamic-config reaches it, and that
     # the registry follows the server's suggestion (no threshold of its own here).
     lowered = "limit.historyCount.suggestContinueAsNew=20"
-    first = MwpDev(state, port, ui_port, "--dynamic-config", lowered)
+    # Killed at once when it stops (as the demo's throwaway stack is): the restart below
+    # proves a killed server's SQLite file still holds every workflow.
+    hasty = "--server-stop-seconds=0.01"
+    first = MwpDev(state, port, ui_port, "--dynamic-config", lowered, hasty)
     try:
         assert (state / "temporal.sqlite").exists()
         client = await connect(f"127.0.0.1:{port}")
@@ -133,7 +136,7 @@ async def test_mwp_dev_restarts_on_the_same_folder_and_finds_earlier_workflows(
     finally:
         code = first.interrupt() if first.process.poll() is None else first.process.returncode
     assert code == 0, "".join(first.output)
-    assert "Stopped." in "".join(first.output)
+    assert "Stopped (the dev server killed after 0.01 s)." in "".join(first.output)
     assert not _alive(first.server_pid)  # its own server is gone...
     assert decoy.poll() is None  # ...and nothing else was touched
 
@@ -152,6 +155,7 @@ async def test_mwp_dev_restarts_on_the_same_folder_and_finds_earlier_workflows(
         code = second.interrupt() if second.process.poll() is None else second.process.returncode
         second.kill()
     assert code == 0, "".join(second.output)
+    assert "Stopped." in "".join(second.output)  # given its time, the server stops by itself
     assert not _alive(second.server_pid)
 
 
