@@ -12,13 +12,17 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from mwp import PROTOCOL_VERSION, __version__
-from mwp.cli.commands import COMMANDS, Handler
+
+if TYPE_CHECKING:
+    from mwp.cli.commands import Handler
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mwp.cli.commands import COMMANDS  # imported only now: see run()
+
     parser = argparse.ArgumentParser(
         prog="mwp", description="MissionWeaveProtocol runtime on Temporal."
     )
@@ -49,8 +53,14 @@ def run(argv: Sequence[str] | None = None) -> NoReturn:
     run (`PyGILState_Release`: SIGABRT or SIGSEGV once the output is already printed), so the
     process leaves with `os._exit` once the command is done and its output flushed. So no
     command may rely on finalization: no atexit hooks, no non-daemon threads left running.
+
+    The proof of concept's stack starts before any command is imported (`mwp.demo.head_start`:
+    it comes up while the demo imports); stopped here if the demo never took it.
     """
+    from mwp.demo import head_start
+
     try:
+        head_start.begin_if_demo(list(sys.argv[1:] if argv is None else argv))
         code = main(argv)
     except SystemExit as exc:  # a handler's sys.exit(): the status the interpreter would give
         code = _status(exc.code)
@@ -63,6 +73,8 @@ def run(argv: Sequence[str] | None = None) -> NoReturn:
     except BaseException:  # an unexpected error: its traceback and status 1, as before
         sys.excepthook(*sys.exc_info())
         code = 1
+    finally:
+        head_start.abandon()
     if not _flush():
         code = 120  # the interpreter's status when it cannot flush stdout at exit
     os._exit(code)

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mwp.demo.head_start import DEFAULT_STATE_DIR, FOLDER
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -27,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--state-dir",
         type=Path,
-        default=Path(".mwp/demo"),
+        default=DEFAULT_STATE_DIR,
         help="folder for the demo's state and logs (emptied first)",
     )
     parser.add_argument(
@@ -89,7 +91,7 @@ def _proof_of_concept(args: argparse.Namespace) -> int:
     from mwp.demo.run import run_proof_of_concept
 
     out = (lambda line: print(line, file=sys.stderr)) if args.json else print
-    folder = args.state_dir / "proof-of-concept"
+    folder = args.state_dir / FOLDER
     report = asyncio.run(run_proof_of_concept(folder, out, interactive=args.interactive))
     summary = report.to_json()
     if args.json:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from mwp.demo import cast, scenes
+from mwp.demo import cast, head_start, scenes
 from mwp.demo.processes import STOP_SECONDS
 from mwp.demo.report import Report
 from mwp.demo.setup import ProofOfConcept
@@ -37,20 +36,16 @@ def _stop(poc: ProofOfConcept, report: Report) -> None:
     report.out(f"stopped the demo's processes in {report.facts['stopSeconds']} s{said}")
 
 
-def _clean(folder: Path) -> None:
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-
-
 async def run_proof_of_concept(
     folder: Path, out: Callable[[str], None] = print, *, interactive: bool = False
 ) -> Report:
+    """The demo in ``folder`` (emptied first); its wall time counts from the head start the
+    command line took, if any (the stack then came up while the demo imported)."""
     report = Report(out)
-    _clean(folder)
-    started = time.monotonic()
     cpu = os.times()
-    poc = ProofOfConcept(folder, report, interactive=interactive)
+    head = head_start.take(folder) or head_start.begin(folder)
+    started = head.began
+    poc = ProofOfConcept(head, report, interactive=interactive)
     try:
         await scenes.play(poc)
     except Exception as exc:  # the report says which step stopped, and why

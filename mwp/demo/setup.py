@@ -17,7 +17,6 @@ import asyncio
 import copy
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -26,15 +25,14 @@ from mwp.client import KeyStore, MwpClient, connect
 from mwp.client.missions import MissionClient, MissionHandle, in_seconds
 from mwp.client.state_dir import organization_id_of
 from mwp.demo import cast
-from mwp.demo.processes import Processes
+from mwp.demo.head_start import HeadStart
 from mwp.demo.report import Report
 from mwp.dev.registration import Organization, add_agent, add_human, init_organization
 from mwp.dev.scenario import definition_of_done, mission_budget
-from mwp.dev.stack import free_port, stack_config
+from mwp.dev.stack import stack_config
 from mwp.stores.objects import open_store
 
 Json = dict[str, Any]
-STATE = ".mwp"  # inside the demo's folder: every `mwp` command's default state folder
 FULL = "Add CSV export to the reports service"
 SMALL = "Fix the date parser's time-zone bug"
 HOTFIX = "Hotfix the login outage"
@@ -46,9 +44,6 @@ COORDINATION = "mwp.coordination@1.0.0"
 
 class DemoStoppedError(RuntimeError):
     """A step of the demo could not go on (the report so far says where)."""
-
-
-SERVER_STOP_SECONDS = 0.2
 
 
 async def until(
@@ -65,13 +60,13 @@ async def until(
 
 
 class ProofOfConcept:
-    def __init__(self, folder: Path, report: Report, *, interactive: bool = False) -> None:
-        self.folder = folder
-        self.state = folder / STATE
+    def __init__(self, head: HeadStart, report: Report, *, interactive: bool = False) -> None:
+        self.folder = head.folder
+        self.state = head.state
         self.report = report
         self.interactive = interactive
-        names = ("temporal", "ui", "gw", "art", "console", "hints")
-        ports = {name: free_port() for name in names}
+        self.dev = head.dev
+        ports = head.ports
         # The gateway runs as its own process (the demo cuts every agent off by killing it);
         # the authority worker's mirror tells it of new Events over UDP.
         self.gateway_argv = [
@@ -85,17 +80,7 @@ class ProofOfConcept:
         self.console_url = f"http://127.0.0.1:{ports['console']}/"
         self.gateway_url = f"wss://127.0.0.1:{ports['gw']}"
         self.artifacts_url = f"https://127.0.0.1:{ports['art']}"
-        env = {
-            "MWP_ADDRESS": self.address,
-            "MWP_UI_PORT": str(ports["ui"]),
-            "MWP_GATEWAY_PORT": str(ports["gw"]),
-            "MWP_ARTIFACT_PORT": str(ports["art"]),
-            "MWP_CONSOLE_PORT": str(ports["console"]),
-            "MWP_STATE_DIR": STATE,
-            "MWP_GATEWAY_HINTS": f"127.0.0.1:{ports['hints']}",
-            "PYTHONUNBUFFERED": "1",
-        }
-        self.processes = Processes(folder, folder / "logs", env)
+        self.processes = head.processes
         self.store = open_store(stack_config(self.state).log_location)
 
     # --- the parts ------------------------------------------------------------------------
@@ -104,16 +89,7 @@ class ProofOfConcept:
         """The stack, the Organization and its cast, the gateway, and every runtime started
         (:meth:`ready` waits for them)."""
         out = self.report.out
-        self.processes.warm_up()  # it imports the runtimes' modules while the stack starts
-        # Its folder is emptied at the next run: the server need not take 1.2 s to stop.
-        dev = self.processes.start(
-            "dev",
-            "dev",
-            "--no-gateway",
-            f"--server-stop-seconds={SERVER_STOP_SECONDS}",
-            service=True,
-        )
-        await dev.wait_for("Ready in", 120)
+        await self.dev.wait_for("Ready in", 120)  # started by the head start
         out(f"Temporal UI {self.ui_url}   console {self.console_url}")
         self.report.facts.update(temporalUi=self.ui_url, console=self.console_url)
         client = await connect(self.address, "default")

@@ -10,12 +10,19 @@ from pathlib import Path
 import pytest
 
 from mwp.demo.beside import Beside
+from mwp.demo.head_start import PORTS, HeadStart, environment
+from mwp.demo.processes import DemoProcess, Processes
 from mwp.demo.report import Report
 from mwp.demo.setup import DemoStoppedError, ProofOfConcept
 
 
 def _poc(tmp_path: Path) -> ProofOfConcept:
-    return ProofOfConcept(tmp_path, Report(lambda _: None))
+    """A demo on paper: no process is started."""
+    ports = {name: 0 for name in PORTS}
+    processes = Processes(tmp_path, tmp_path / "logs", environment(ports))
+    dev = DemoProcess("dev", ("dev",), processes.env, tmp_path, tmp_path / "dev.log", True)
+    head = HeadStart(tmp_path, ports, processes, dev, began=0.0)
+    return ProofOfConcept(head, Report(lambda _: None))
 
 
 async def _checks(poc: ProofOfConcept, *names: str, after: float = 0.0) -> int:
