@@ -12,6 +12,7 @@ their Group; through any other Group it stays the unknown Artifact it was."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from dataclasses import dataclass
@@ -160,9 +161,11 @@ async def prove_reuse(poc: ProofOfConcept, reused: Reused, other: MissionHandle)
     async with GatewayClient.connect(poc.gateway_url, context) as client:
         await client.hello(tester)
         url = poc.artifacts_url
-        served = await answer_of(client.artifact(url, reused.target.group_id, digest))
-        elsewhere = await answer_of(client.artifact(url, other.group_id, digest))
-        absent = await answer_of(client.artifact(url, other.group_id, unknown))
+        served, elsewhere, absent = await asyncio.gather(  # each on its own connection
+            answer_of(client.artifact(url, reused.target.group_id, digest)),
+            answer_of(client.artifact(url, other.group_id, digest)),
+            answer_of(client.artifact(url, other.group_id, unknown)),
+        )
     poc.report.check(
         "knowledge.readable_where_imported",
         served[0] == "served",

@@ -38,6 +38,7 @@ SMALL = "Fix the date parser's time-zone bug"
 HOTFIX = "Hotfix the login outage"
 CHANGES = "Also export the totals row."
 SETTLE_SECONDS = 240.0
+POLL_SECONDS = 0.1  # between the looks of `until` (each a query or two of a Mission)
 AUDIT = "mwp.demo.audit@1.0.0"
 COORDINATION = "mwp.coordination@1.0.0"
 
@@ -55,7 +56,7 @@ async def until(
         found = await probe()
         if found:
             return found
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(POLL_SECONDS)
     raise DemoStoppedError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
