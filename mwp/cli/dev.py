@@ -104,6 +104,12 @@ def register(subparsers: Any) -> None:
         help="extra dynamic config for the dev server (repeatable; VALUE is JSON)",
     )
     parser.add_argument(
+        "--in-memory",
+        action="store_true",
+        help="keep the dev server's state in memory: nothing survives a stop (a stack thrown "
+        "away after use, as the demo's)",
+    )
+    parser.add_argument(
         "--server-stop-seconds",
         type=float,
         default=None,
@@ -159,6 +165,7 @@ async def _serve(args: argparse.Namespace, otel_endpoint: str | None = None) -> 
             artifact_port=args.artifact_port,
             console_port=None if args.no_console else args.console_port,
             server_stop_seconds=args.server_stop_seconds,
+            in_memory=args.in_memory,
         )
     except StackError as exc:
         print(f"mwp dev: {exc}", file=sys.stderr)

@@ -177,6 +177,9 @@ class StackConfig:
     # nothing; a power cut may lose the last transactions. A production cluster is configured
     # on its own (docker-compose.yml), not by these pragmas.
     sqlite_pragmas: Mapping[str, str] = field(default_factory=lambda: dict(WAL_PRAGMAS))
+    # The server's state in memory instead (nothing survives a stop): for a stack thrown away
+    # after use, as the demo's, which it spares the writes of every transaction to the file.
+    in_memory: bool = False
     run_worker: bool = True
     # Workflows run in Temporal's sandbox (mwp.workers.plugin). Off only in the benchmark that
     # measures what the sandbox costs.
@@ -245,8 +248,7 @@ class TemporalDevServer:
             str(temporal_binary()),
             "server",
             "start-dev",
-            "--db-filename",
-            str(self.db_path),
+            *([] if config.in_memory else ["--db-filename", str(self.db_path)]),
             "--ip",
             config.ip,
             "--port",
@@ -264,7 +266,7 @@ class TemporalDevServer:
             argv += ["--search-attribute", f"{name}=Keyword"]
         for key, value in {**EMBEDDED_DYNAMIC_CONFIG, **config.dynamic_config}.items():
             argv += ["--dynamic-config-value", f"{key}={json.dumps(value)}"]
-        for name, value in config.sqlite_pragmas.items():
+        for name, value in {} if config.in_memory else config.sqlite_pragmas.items():
             argv += ["--sqlite-pragma", f"{name}={value}"]
         # Linux: the server gets SIGTERM if this process dies without stopping it.
         setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
@@ -621,7 +623,8 @@ class DevStack:
         if self.ui_url:
             lines.append(f"Web UI     {self.ui_url}")
         if self.server is not None:
-            lines.append(f"State      {self.server.state_dir} ({DB_FILE}, {LOG_FILE})")
+            kept = "Temporal's state in memory" if self.config.in_memory else DB_FILE
+            lines.append(f"State      {self.server.state_dir} ({kept}, {LOG_FILE})")
             lines.append(f"Server PID {self.server_pid}")
         if self.config.run_worker:
             lines.append(f"Worker     task queue {AUTHORITY_TASK_QUEUE} (in this process)")
@@ -842,6 +845,7 @@ def stack_config(
     artifact_port: int = DEFAULT_ARTIFACT_PORT,
     console_port: int | None = None,
     server_stop_seconds: float | None = None,
+    in_memory: bool = False,
 ) -> StackConfig:
     """A :class:`StackConfig` from CLI-style options (``extra``: ``KEY=JSON`` settings)."""
     settings: dict[str, Any] = dict(dynamic_config or {})
@@ -867,6 +871,6 @@ def stack_config(
         artifact_port=artifact_port,
         console_port=console_port,
     )
-    if server_stop_seconds is None:
-        return config
-    return replace(config, stop_timeout=server_stop_seconds)
+    if server_stop_seconds is not None:
+        config = replace(config, stop_timeout=server_stop_seconds)
+    return replace(config, in_memory=in_memory)

@@ -197,6 +197,22 @@ async def test_a_server_that_cannot_start_is_reported_with_its_log(
     assert temporal_binary().name == "temporal"
 
 
+async def test_an_in_memory_stack_serves_and_writes_no_database(tmp_path: Path) -> None:
+    dev = MwpDev(tmp_path, free_port(), free_port(), "--in-memory")
+    try:
+        assert "Temporal's state in memory" in "".join(dev.output)
+        client = await connect(dev.address)
+        registrar = Identity.generate(Principal("service", "urn:mwp:service:registry"))
+        registry = await client.start_registry("urn:mwp:organization:in-memory", registrar)
+        assert (await registry.view())["runId"]
+        assert not list(tmp_path.glob("temporal.sqlite*"))
+    finally:
+        code = dev.interrupt() if dev.process.poll() is None else dev.process.returncode
+        dev.kill()
+    assert code == 0, "".join(dev.output)
+    assert not _alive(dev.server_pid)
+
+
 async def test_a_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None:
     import socket
 
