@@ -87,6 +87,11 @@ Message = Delivery | SessionChange | PreemptionRequest | PolicyChange
 
 # An owner Command (acceptance, disclosure) is one signed Update; a restarted worker retries it.
 OWNER_COMMAND_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=20)
+# An attempt takes one round trip (a lost gateway fails it at once), so an attempt the worker of
+# a killed process held is given up on after this, not after a minute: the demo's tester, killed
+# while it accepted an offer, took that offer 60 s later. A timeout is not part of what replay
+# compares (the activity's type and ID are), so open runs take it with no patch.
+OWNER_COMMAND_SECONDS = 10
 # A run's own failures are handled inside it (the contract's retry budget, work.fail); Temporal
 # retries only a run whose worker died, and that retry continues under the same lease only
 # while the Session is unchanged.
@@ -244,7 +249,7 @@ class AgentWorkflow:
                 result: Json = await workflow.execute_activity(
                     activity,
                     arg,
-                    start_to_close_timeout=timedelta(seconds=60),
+                    start_to_close_timeout=timedelta(seconds=OWNER_COMMAND_SECONDS),
                     retry_policy=OWNER_COMMAND_RETRY,
                     result_type=dict,
                     summary=summary,

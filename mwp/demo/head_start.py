@@ -24,8 +24,8 @@ from mwp.demo.processes import DemoProcess, Processes
 STATE = ".mwp"  # inside the demo's folder: every `mwp` command's default state folder
 DEFAULT_STATE_DIR = Path(".mwp/demo")
 FOLDER = "proof-of-concept"  # under --state-dir
-# The dev server is killed this long after SIGTERM at the end (it takes 1.2 s to stop; its
-# state is in memory, and the demo's folder is emptied at its next run).
+# The dev server is killed this long after SIGTERM at the end (it takes 1.2 s to stop; SQLite's
+# write-ahead log keeps what committed, and the demo's folder is emptied at its next run).
 SERVER_STOP_SECONDS = 0.2
 PORTS = ("temporal", "ui", "gw", "art", "console", "hints")
 
@@ -77,14 +77,9 @@ def begin(folder: Path, began: float | None = None) -> HeadStart:
     folder.mkdir(parents=True)
     ports = {name: _free_port() for name in PORTS}
     processes = Processes(folder, folder / "logs", environment(ports))
-    # Thrown away after the run: in memory, and no need to wait for the server's own stop.
+    # Its SQLite file stays for a look at a run that went wrong (the UI, on the same file).
     dev = processes.start(
-        "dev",
-        "dev",
-        "--no-gateway",
-        "--in-memory",
-        f"--server-stop-seconds={SERVER_STOP_SECONDS}",
-        service=True,
+        "dev", "dev", "--no-gateway", f"--server-stop-seconds={SERVER_STOP_SECONDS}", service=True
     )
     processes.warm_up()  # it imports the runtimes' modules while the stack starts
     return HeadStart(folder, ports, processes, dev, began)

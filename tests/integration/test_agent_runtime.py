@@ -31,6 +31,7 @@ from mwp.client import Identity, KeyStore, MwpClient, new_id
 from mwp.client.missions import in_seconds
 from mwp.client.state_dir import ORGANIZATION_FILE
 from mwp.contracts.agent import (
+    ACCEPT_OFFER,
     QUERY_PREEMPTION_REQUESTED,
     SIGNAL_SESSION,
     Delivery,
@@ -54,6 +55,7 @@ from mwp.workers.agent import (
     run_agent_worker,
     start_scheduler,
 )
+from mwp.workflows.agent import OWNER_COMMAND_SECONDS
 from tests.integration import runtime_agent, tool_agent
 from tests.integration.conftest import stack_log_location
 from tests.integration.gateway_agents import (
@@ -449,6 +451,19 @@ async def test_a_killed_agent_loses_its_lease_and_another_completes_from_its_che
         lease = (await rig.mission.work_item(item.work_item_id))["executionLease"]
         process.kill()  # SIGKILL mid-capability: nothing renews the lease any more
         await process.wait()
+    # Its acceptance's attempts were bounded: one held by a process killed meanwhile is tried
+    # again after OWNER_COMMAND_SECONDS (it was a minute).
+    agents = await agents_client(temporal_stack.address)
+    handle = agents.temporal.get_workflow_handle(
+        agent_workflow_id((tmp_path / "agent-id").read_text())
+    )
+    timeouts = {
+        e.activity_task_scheduled_event_attributes.start_to_close_timeout.ToSeconds()
+        for e in (await handle.fetch_history()).events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == ACCEPT_OFFER
+    }
+    assert timeouts == {OWNER_COMMAND_SECONDS}
 
     async def fenced() -> bool:
         return bool((await rig.mission.work_item(item.work_item_id)).get("ownerFencedReason"))
