@@ -33,6 +33,8 @@ from mwp.stores.objects import ObjectStore
 
 T = TypeVar("T")
 
+CLAUSES: tuple[str, ...] = ("MWP-IDN-008",)  # the Session Epochs every frame is checked against
+
 # Visibility (the GroupId search attribute) lags a new Mission by a moment.
 GROUP_LOOKUP_SECONDS = 3.0
 # How long an accepted Command's Events may take to appear in the Group log (the mirror
