@@ -10,6 +10,7 @@ import importlib
 import json
 import os
 import signal
+import socket
 import sys
 import tempfile
 import uuid
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import PollWorkflowTaskQueueRequest
 from temporalio.client import WorkflowHandle
 
 from mwp.agent import Agent
@@ -34,6 +37,7 @@ from mwp.contracts.agent import (
     ACCEPT_OFFER,
     QUERY_PREEMPTION_REQUESTED,
     SIGNAL_SESSION,
+    SIGNAL_SET_POLICY,
     Delivery,
     PolicyChange,
     PreemptionRequest,
@@ -52,6 +56,7 @@ from mwp.stores.artifacts import ArtifactStore, content_key
 from mwp.stores.objects import open_store
 from mwp.workers.agent import (
     ensure_registered,
+    release_sticky_queue,
     run_agent_worker,
     start_scheduler,
 )
@@ -548,6 +553,47 @@ async def test_a_restarted_runtime_takes_its_workflow_off_the_killed_ones_sticky
     taken, timed_out = await sessions_taken(handle)
     assert taken == 2
     assert timed_out == []
+
+
+async def test_a_restarted_runtime_resets_a_workflow_task_its_dead_predecessor_held(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack, effects: Path, tmp_path: Path
+) -> None:
+    """A process killed while its worker held one of the AgentWorkflow's workflow tasks: the
+    task stays started until its timeout (10 s), and the new process would idle that long (a
+    timed-out workflow task in the history). The new process resets the workflow to its last
+    completed task before its worker polls, and the new run takes the new Session at once."""
+    rig = await new_mission(mwp_client)
+    agents = await agents_client(temporal_stack.address)
+    async with agent_process(rig, temporal_stack, tmp_path, effects, lease_seconds=30) as first:
+        agent_id = (tmp_path / "agent-id").read_text()
+        handle = agents.temporal.get_workflow_handle(agent_workflow_id(agent_id))
+        await eventually(lambda: _took(handle, 1), timeout=30)
+        first.kill()
+        await first.wait()
+        dead = f"{first.pid}@{socket.gethostname()}"  # the identity its worker polled under
+    held_run = (await handle.describe()).run_id
+    # The dead process's worker had just taken a task: one taken here and never answered.
+    await release_sticky_queue(agents.temporal, agent_id)
+    await handle.signal(SIGNAL_SET_POLICY, "a signal to give the workflow a task")
+    taken = await agents.temporal.workflow_service.poll_workflow_task_queue(
+        PollWorkflowTaskQueueRequest(
+            namespace=agents.temporal.namespace,
+            task_queue=TaskQueue(name=agent_task_queue(agent_id)),
+            identity=dead,
+        )
+    )
+    assert taken.task_token and taken.workflow_execution.run_id == held_run
+    async with agent_process(rig, temporal_stack, tmp_path, effects, lease_seconds=30):
+        await eventually(lambda: _took(handle, 2), timeout=30)
+    described = await handle.describe()
+    assert described.run_id != held_run  # reset: a new run, with every signal applied again
+    taken_now, timed_out = await sessions_taken(handle)
+    assert taken_now >= 2 and timed_out == []
+
+
+async def _took(handle: WorkflowHandle[Any, Any], sessions: int) -> bool:
+    """Whether the workflow's latest run (``handle`` names none) took ``sessions`` Sessions."""
+    return (await sessions_taken(handle))[0] >= sessions
 
 
 async def test_the_readme_agent_runs_a_work_item_to_verified(

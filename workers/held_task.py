@@ -1,0 +1,73 @@
+"""A workflow task of the AgentWorkflow that a dead runtime took, given back at once.
+
+A runtime SIGKILLed while its worker held one of the AgentWorkflow's workflow tasks tells
+Temporal nothing: the task stays started until its timeout (Temporal's 10 s; a cold replay of a
+long AgentWorkflow takes seconds, so it cannot be much shorter), and the restarted runtime idles
+that long (the demo's tester, in about one run in six). A runtime starts only when no other
+serves the agent (or with ``--replace``, which fences it), so a task started when it starts is
+held by a process that is gone or about to be fenced. :func:`release_held_task` resets the
+workflow to its last completed task: a new run, the same state, every signal received since
+applied again (Temporal's reset), and the held task's work done over by the new worker.
+Whatever the lost task had begun is safe to do again: an acceptance is answered once, a run
+of the old Session does not start, and deliveries apply only where they follow the Cursor.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from mwp.contracts.agent import agent_workflow_id
+
+log = logging.getLogger(__name__)
+
+
+async def release_held_task(client: Client, agent_id: str) -> str | None:
+    """Reset the agent's AgentWorkflow to its last completed workflow task if a task is
+    started now (held by a runtime that is gone); the new run's ID, or None if none was."""
+    workflow_id = agent_workflow_id(agent_id)
+    try:
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:  # its first start
+            return None
+        raise
+    pending = described.raw_description.pending_workflow_task
+    if (
+        described.status != WorkflowExecutionStatus.RUNNING
+        or not described.raw_description.HasField("pending_workflow_task")
+        or pending.state != PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED
+    ):
+        return None
+    completed = [
+        event.event_id
+        async for event in client.get_workflow_handle(
+            workflow_id, run_id=described.run_id
+        ).fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    ]
+    if not completed:  # the held task is the run's first: it can only time out
+        return None
+    answer = await client.workflow_service.reset_workflow_execution(
+        ResetWorkflowExecutionRequest(
+            namespace=client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=workflow_id, run_id=described.run_id),
+            reason="a workflow task held by a runtime that is gone",
+            workflow_task_finish_event_id=completed[-1],
+            request_id=str(uuid.uuid4()),
+        )
+    )
+    log.warning(
+        "%s: its AgentWorkflow's task was held by a runtime that is gone; reset to event %d "
+        "(run %s)",
+        agent_id,
+        completed[-1],
+        answer.run_id,
+    )
+    return str(answer.run_id)
