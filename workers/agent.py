@@ -68,9 +68,9 @@ from mwp.contracts.agent import (
 from mwp.contracts.messages import group_authority
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.stores.objects import ObjectStore, S3ObjectStore, open_store
+from mwp.workers.held_task import release_held_task
 from mwp.workers.plugin import MwpPlugin
 from mwp.workers.run_lines import RunLines, agent_name
-from mwp.workers.held_task import release_held_task
 from mwp.workers.runtime_watch import RuntimeWatch, replaced_line
 from mwp.workers.tracing import active_interceptors
 
