@@ -45,12 +45,12 @@ from typing import Any
 
 from mwp.client import connect
 from mwp.demo import cast
+from mwp.demo.head_start import PORTS, STATE, environment, gateway_argv
 from mwp.demo.processes import Processes
 from mwp.demo.setup import COORDINATION
 from mwp.dev.registration import add_agent, add_human, init_organization
 from mwp.dev.stack import free_port
 
-STATE = ".mwp"
 TICKS = os.sysconf("SC_CLK_TCK")
 # What a runtime prints once it serves (`mwp.cli.agent`, `mwp.cli.coordinator`).
 READY = {"agent": "Task queue", "coordinator": "Gateway  "}
@@ -75,26 +75,10 @@ class Stage:
     """`mwp dev`, the Organization with the cast, and the gateway, as `mwp demo` sets them."""
 
     def __init__(self, folder: Path, bytecode: dict[str, str]) -> None:
-        names = ("temporal", "ui", "gw", "art", "console", "hints")
-        ports = {name: free_port() for name in names}
+        ports = {name: free_port() for name in PORTS}
         self.address = f"127.0.0.1:{ports['temporal']}"
-        self.env = {
-            "MWP_ADDRESS": self.address,
-            "MWP_UI_PORT": str(ports["ui"]),
-            "MWP_GATEWAY_PORT": str(ports["gw"]),
-            "MWP_ARTIFACT_PORT": str(ports["art"]),
-            "MWP_CONSOLE_PORT": str(ports["console"]),
-            "MWP_STATE_DIR": STATE,
-            "MWP_GATEWAY_HINTS": f"127.0.0.1:{ports['hints']}",
-            "PYTHONUNBUFFERED": "1",
-            **bytecode,
-        }
-        self.gateway_argv = [
-            "gateway",
-            f"--listen=127.0.0.1:{ports['gw']}",
-            f"--artifact-listen=127.0.0.1:{ports['art']}",
-            f"--hint-listen=127.0.0.1:{ports['hints']}",
-        ]
+        self.env = {**environment(ports), **bytecode}
+        self.gateway_argv = gateway_argv(ports)
         self.folder = folder
         self.services = Processes(folder, folder / "logs", self.env)
 

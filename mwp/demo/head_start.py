@@ -69,6 +69,17 @@ def environment(ports: dict[str, int]) -> dict[str, str]:
     }
 
 
+def gateway_argv(ports: dict[str, int]) -> list[str]:
+    """`mwp gateway` as the demo runs it, its own process (the demo kills it for the outage),
+    told of new Events by the authority worker's mirror over UDP."""
+    return [
+        "gateway",
+        f"--listen=127.0.0.1:{ports['gw']}",
+        f"--artifact-listen=127.0.0.1:{ports['art']}",
+        f"--hint-listen=127.0.0.1:{ports['hints']}",
+    ]
+
+
 def begin(folder: Path, began: float | None = None) -> HeadStart:
     """Empty ``folder``, then start `mwp dev` and the warm launcher there."""
     began = time.monotonic() if began is None else began

@@ -25,7 +25,7 @@ from mwp.client import KeyStore, MwpClient, connect
 from mwp.client.missions import MissionClient, MissionHandle, in_seconds
 from mwp.client.state_dir import organization_id_of
 from mwp.demo import cast
-from mwp.demo.head_start import HeadStart
+from mwp.demo.head_start import HeadStart, gateway_argv
 from mwp.demo.report import Report
 from mwp.dev.registration import Organization, add_agent, add_human, init_organization
 from mwp.dev.scenario import definition_of_done, mission_budget
@@ -68,14 +68,7 @@ class ProofOfConcept:
         self.interactive = interactive
         self.dev = head.dev
         ports = head.ports
-        # The gateway runs as its own process (the demo cuts every agent off by killing it);
-        # the authority worker's mirror tells it of new Events over UDP.
-        self.gateway_argv = [
-            "gateway",
-            f"--listen=127.0.0.1:{ports['gw']}",
-            f"--artifact-listen=127.0.0.1:{ports['art']}",
-            f"--hint-listen=127.0.0.1:{ports['hints']}",
-        ]
+        self.gateway_argv = gateway_argv(ports)
         self.address = f"127.0.0.1:{ports['temporal']}"
         self.ui_url = f"http://127.0.0.1:{ports['ui']}"
         self.console_url = f"http://127.0.0.1:{ports['console']}/"
