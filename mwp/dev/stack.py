@@ -132,6 +132,7 @@ def _log_tail(path: Path, lines: int = 30) -> str:
 
 
 WAL_PRAGMAS: Mapping[str, str] = {"journal_mode": "wal", "synchronous": "normal"}
+BUFFERED_QUERIES = 64  # per workflow, while one of its tasks runs (the server's default: 1)
 
 # Dynamic config the embedded server always gets (``dynamic_config`` may override it). A
 # Group rolls over when the server suggests it or after 1,800 Commands (DEFAULT_UPDATES_PER_RUN,
@@ -144,10 +145,17 @@ WAL_PRAGMAS: Mapping[str, str] = {"journal_mode": "wal", "synchronous": "normal"
 # The in-flight limit on Update bytes makes the server refuse, at admission, an Update whose
 # echo no worker could send (one over 2 MiB wedges its workflow for good), and bounds what one
 # workflow task's completion carries (mwp/contracts/command_size.py, docs/commands.md).
+#
+# A query that reaches a workflow while one of its tasks runs waits in a buffer for the task's
+# end; the server holds one such query per workflow and refuses the next (RESOURCE_EXHAUSTED,
+# "consistent query buffer is full"), which the client asks again about a second later. The
+# Registry is asked by every HELLO and the Missions by every watcher, so that second was often
+# paid (1 s for a HELLO while the demo's agents said HELLO together): the buffer holds more.
 EMBEDDED_DYNAMIC_CONFIG: Mapping[str, Any] = {
     "limit.historyCount.suggestContinueAsNew": 8_000,
     "limit.historySize.suggestContinueAsNew": 16 * 1024 * 1024,
     "history.maxInFlightUpdatePayloads": MAX_IN_FLIGHT_UPDATE_BYTES,
+    "history.MaxBufferedQueryCount": BUFFERED_QUERIES,
 }
 
 

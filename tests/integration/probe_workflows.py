@@ -115,3 +115,24 @@ class RegistrySubscriberProbe:
             "sessionEpochs": subscription.notice.session_epochs if subscription.notice else {},
             "keyIds": sorted(evidence.bindings) if evidence else [],
         }
+
+
+@workflow.defn
+class QueryBufferProbe:
+    """Waits for signals and answers how many came: a workflow to hold a task of."""
+
+    def __init__(self) -> None:
+        self._pokes = 0
+
+    @workflow.run
+    async def run(self) -> int:
+        await workflow.wait_condition(lambda: self._pokes > 1)
+        return self._pokes
+
+    @workflow.signal
+    def poke(self) -> None:
+        self._pokes += 1
+
+    @workflow.query
+    def pokes(self) -> int:
+        return self._pokes
