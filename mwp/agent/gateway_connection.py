@@ -33,8 +33,10 @@ from mwp.stores.objects import ObjectStore
 Json = dict[str, Any]
 
 # Seconds between the asks of a reconciled Command the Group refused as from a stale Session
-# (about 10 s in all, then the refusal is final).
-SESSION_LEARNED_DELAYS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0)
+# (about 10 s in all, then the refusal is final). The Group usually learns the Session within
+# a few tenths of a second of the HELLO, so the first asks come close together: a refusal is
+# cheap and changes nothing, and a wait of 0.5 s after it had learned cost the run that long.
+SESSION_LEARNED_DELAYS: tuple[float, ...] = (0.1, 0.1, 0.1, 0.2, 0.2, 0.4, 0.8, 1.6, 2, 2, 2.25)
 
 CLAUSES: tuple[str, ...] = ("MWP-WRK-020", "MWP-WRK-021", "MWP-WRK-022")
 
