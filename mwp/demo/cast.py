@@ -39,6 +39,15 @@ STAGES: dict[str, tuple[str, str]] = {
     "code-review": ("mwp.demo.code-review", "reviewer"),
     "integration": ("mwp.demo.integration", "developer"),
 }
+# Stage → the stages it depends on: testing and code review both take the implementation, side
+# by side, and the integration takes both.
+DEPENDS: dict[str, tuple[str, ...]] = {
+    "requirements": (),
+    "implementation": ("requirements",),
+    "testing": ("implementation",),
+    "code-review": ("implementation",),
+    "integration": ("testing", "code-review"),
+}
 WORKERS = ("analyst", "developer", "tester", "reviewer")
 # Stage → who else takes it once its Worker lost it (the demo lets the reviewer's lease expire).
 REASSIGN: dict[str, str] = {"code-review": "analyst"}
@@ -53,7 +62,7 @@ NOTES = "Release notes"  # the small Mission's child Mission, by its objective
 SLOTS = {"tester": 2}
 # Seconds each checkpointed step of a run takes. The scenes wait on cues, not on the steps'
 # length (the restarted tester's backlog is held until its status is read), so it is short.
-STEP_SECONDS = float(os.environ.get("MWP_DEMO_STEP_SECONDS", "0.1"))
+STEP_SECONDS = float(os.environ.get("MWP_DEMO_STEP_SECONDS", "0.02"))
 STEPS = 3
 # A full run checkpoints between its steps, not after the last one: the result follows at once.
 CHECKPOINTS = STEPS - 1
@@ -70,10 +79,16 @@ CUES: dict[str, tuple[str, str]] = {
     "integration": ("developer", "Integration"),  # until its preemption is requested
     "revision": ("developer", "Revise"),  # until the gateway is killed
 }
+CUE_POLL_SECONDS = 0.02  # between a held run's looks at its cue, and the scene's at the run
 
 
 def agent_id(name: str) -> str:
     return f"urn:mwp:agent:{name}"
+
+
+def goal_of(stage: str, objective: str) -> str:
+    """The goal of the full Mission's ``stage``."""
+    return f"{stage.title()}: {objective}"
 
 
 def capabilities_of(name: str) -> list[str]:
@@ -92,6 +107,11 @@ def _state() -> Path:
 
 def cue_file(state: Path, cue: str) -> Path:
     return state / "demo-cues" / cue
+
+
+def held_file(state: Path, cue: str) -> Path:
+    """Written by a run that holds at ``cue``: the WorkItem's ID."""
+    return state / "demo-cues" / f"{cue}.held"
 
 
 def _card(name: str) -> CardInfo:
@@ -127,12 +147,22 @@ async def _stage_work(ctx: CapabilityContext, cues: list[str]) -> Submission:
         )
         await ctx.checkpoint(progress, state)
         for cue in cues:
-            while goal.startswith(CUES[cue][1]) and cue_file(_state(), cue).exists():
-                await asyncio.sleep(0.1)
+            if goal.startswith(CUES[cue][1]) and cue_file(_state(), cue).exists():
+                # Said at once, in the state folder: the scene acts on the run it holds
+                # without asking the Mission whether the checkpoint is recorded (it is).
+                _say_held(held_file(_state(), cue), ctx.work_item_id)
+                while cue_file(_state(), cue).exists():
+                    await asyncio.sleep(CUE_POLL_SECONDS)
     text = f"{goal}\nDone in {STEPS} steps for WorkItem {ctx.work_item_id}.\n".encode()
     report = await ctx.publish(text, media_type="text/plain", schema_uri="urn:mwp:schema:text")
     criteria = [c["criterionId"] for c in ctx.contract["acceptanceCriteria"]]
     return Submission([report], [EvidenceItem(f"{ctx.work_item_id}:evidence", criteria)])
+
+
+def _say_held(held: Path, work_item_id: str) -> None:
+    written = held.with_suffix(".writing")
+    written.write_text(work_item_id)
+    written.replace(held)  # whole or not at all, for the scene reading it
 
 
 def _planned(key: str, goal: str, stage: str, depends_on: tuple[str, ...] = ()) -> PlannedItem:
@@ -175,12 +205,8 @@ def _lead() -> Coordinator:
                 child=ChildMission(f"{NOTES}: {objective}", agent_id("steward")),
             )
             return Plan([change, *tests, notes])
-        chain = list(STAGES)
         return Plan(
-            [
-                _planned(stage, f"{stage.title()}: {objective}", stage, tuple(chain[:i][-1:]))
-                for i, stage in enumerate(chain)
-            ]
+            [_planned(stage, goal_of(stage, objective), stage, DEPENDS[stage]) for stage in STAGES]
         )
 
     @lead.reuse

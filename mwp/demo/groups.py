@@ -15,6 +15,10 @@ from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import ObjectStore
 
 Json = dict[str, Any]
+# The Events that move a submitted Mission: submitted, sent back, approved.
+MISSION_DECISIONS = frozenset(
+    {"mission.submitted_for_approval", "mission.changes_requested", "mission.approved"}
+)
 
 
 @dataclass
@@ -61,6 +65,32 @@ async def mirrored(client: MwpClient, mission: MissionHandle, timeout: float = 3
         if through >= accepted or (asyncio.get_running_loop().time() > deadline):
             return through
         await asyncio.sleep(0.1)
+
+
+class LogFollower:
+    """A Group's log in the store as the mirror writes it, read on from where it stopped:
+    what the scenes wait on (a look at a few files, no query to a busy workflow), never what
+    they prove (the proofs verify the logs)."""
+
+    def __init__(self, store: ObjectStore, group_id: str) -> None:
+        self.log = GroupEventLog(store, group_id)
+        self.events: list[Json] = []
+
+    def read(self) -> GroupEvents:
+        while batch := self.log.read(len(self.events), limit=1000):
+            self.events.extend(entry.event for entry in batch)
+        return GroupEvents(self.events)
+
+
+def awaits_approval(events: GroupEvents) -> bool:
+    """Whether the Mission's last submission waits for its owner's decision."""
+    decided = [e["kind"] for e in events.events if e["kind"] in MISSION_DECISIONS]
+    return bool(decided) and decided[-1] == "mission.submitted_for_approval"
+
+
+def verified(events: GroupEvents) -> int:
+    """How many of the Mission's WorkItems had a result accepted."""
+    return len({e["workItemId"] for e in events.of("work.result.accepted")})
 
 
 def read_log(store: ObjectStore, group_id: str) -> tuple[GroupEventLog, GroupEvents]:

@@ -10,6 +10,7 @@ every Group's bytes: a Session's access is per Group, not per content hash."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any
 
@@ -46,14 +47,13 @@ async def prove_isolation(poc: ProofOfConcept, mission: MissionHandle) -> None:
     async with GatewayClient.connect(poc.gateway_url, context) as client:
         await client.hello(outsider)
         url = poc.artifacts_url
-        artifacts = [
-            await answer_of(client.artifact(url, group, artifact))
-            for group in (mission.group_id, nowhere)
-        ]
-        events = [
-            await answer_of(client.cited_events(url, group, package))
-            for group in (mission.group_id, nowhere)
-        ]
+        # Each refusal comes no sooner than the gateway's refusal delay: asked together.
+        groups = (mission.group_id, nowhere)
+        answers = await asyncio.gather(
+            *(answer_of(client.artifact(url, group, artifact)) for group in groups),
+            *(answer_of(client.cited_events(url, group, package)) for group in groups),
+        )
+        artifacts, events = answers[:2], answers[2:]
     poc.report.check(
         "isolation.artifacts",
         artifacts[0] == artifacts[1] and artifacts[0][0] == "GROUP_NOT_FOUND",
@@ -84,17 +84,22 @@ async def prove_credentials(
     async with GatewayClient.connect(poc.gateway_url, context) as client:
         await client.hello(analyst)
         url = poc.artifacts_url
-        # Both read through the Group that holds them (hash-checked by the client).
-        read = [
-            await client.artifact(url, child.group_id, notes),
-            await client.artifact(url, full.group_id, requirements),
-        ]
-        asked = {
-            "otherGroup": await answer_of(client.artifact(url, full.group_id, notes)),
-            "unknownArtifact": await answer_of(client.artifact(url, full.group_id, unknown)),
-            "notMember": await answer_of(client.artifact(url, small.group_id, notes)),
-            "noGroup": await answer_of(client.artifact(url, new_id(), notes)),
+        # Both read through the Group that holds them (hash-checked by the client); the
+        # refusals, each no sooner than the gateway's refusal delay, asked beside them.
+        questions = {
+            "otherGroup": (full.group_id, notes),
+            "unknownArtifact": (full.group_id, unknown),
+            "notMember": (small.group_id, notes),
+            "noGroup": (new_id(), notes),
         }
+        read = await asyncio.gather(
+            client.artifact(url, child.group_id, notes),
+            client.artifact(url, full.group_id, requirements),
+        )
+        answers = await asyncio.gather(
+            *(answer_of(client.artifact(url, *asked)) for asked in questions.values())
+        )
+        asked = dict(zip(questions, answers, strict=True))
     poc.report.check(
         "isolation.credentials",
         all(read)

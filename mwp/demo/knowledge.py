@@ -43,6 +43,8 @@ class Reused:
     content_hash: str
     source: MissionHandle
     target: MissionHandle
+    manifest: Json
+    approval: Json
 
 
 def allow_reuse(poc: ProofOfConcept, source: MissionHandle) -> None:
@@ -85,12 +87,9 @@ async def _import_event(mission: MissionHandle) -> Json | None:
     return next((e for e in await mission.events_this_run() if e["kind"] == IMPORTED_KIND), None)
 
 
-async def import_fix(
-    poc: ProofOfConcept, source: MissionHandle, target: MissionHandle, other: MissionHandle
-) -> Reused:
+async def import_fix(poc: ProofOfConcept, source: MissionHandle, target: MissionHandle) -> Reused:
     """The hotfix Group's Coordinator runtime imports the small Mission's fix under the
-    Organization's approval; the same import sent into ``other`` (the full Mission's Group)
-    without an approval, or with the hotfix's, is refused there."""
+    Organization's approval."""
     check = poc.report.check
     manifest = await _fix_manifest(source)
     organization = organization_id_of(poc.state)
@@ -123,7 +122,16 @@ async def import_fix(
         provenance={k: manifest.get(k) for k in ("producer", "missionId", "groupId", "workItemId")},
         approvedBy=policy.id,
     )
-    sessions = await other.client.registry(organization).session_epochs()
+    return Reused(manifest["contentHash"], source, target, manifest, approval)
+
+
+async def refuse_unapproved(poc: ProofOfConcept, reused: Reused, other: MissionHandle) -> None:
+    """The same import sent into ``other`` (the full Mission's Group) without an approval,
+    or with the one given for the hotfix, is refused and records nothing (beside the rest:
+    only its own Commands are asked about)."""
+    manifest, approval = reused.manifest, reused.approval
+    lead = KeyStore.in_state_dir(poc.state).load("agent-lead")
+    sessions = await other.client.registry(organization_id_of(poc.state)).session_epochs()
     session = sessions[lead.principal.id]
 
     async def send(payload: Json) -> Json:
@@ -137,7 +145,7 @@ async def import_fix(
     recorded = [e for e in await other.events_this_run(before) if e["kind"] == IMPORTED_KIND]
     held = {a["contentHash"] for a in (await other.view())["artifacts"]}
     unchanged = not recorded and manifest["contentHash"] not in held
-    check(
+    poc.report.check(
         "knowledge.requires_approval",
         unapproved == "APPROVAL_REQUIRED" and elsewhere == "INVALID_COMMAND" and unchanged,
         "the lead Coordinator importing the small Mission's fix into the full Mission without "
@@ -147,12 +155,11 @@ async def import_fix(
         approvalForAnotherGroup=elsewhere,
         sequence=before,
     )
-    return Reused(manifest["contentHash"], source, target)
 
 
 async def prove_reuse(poc: ProofOfConcept, reused: Reused, other: MissionHandle) -> None:
-    """Run once every Mission is approved: the tester's HELLO here opens a new Session of the
-    tester, which ends its runtime's. The tester is a member of the hotfix Group and of
+    """Run once the tester's work is done: its HELLO here opens a new Session of the tester,
+    which ends its runtime's. The tester is a member of the hotfix Group and of
     ``other`` (the full Mission's), where the fix was never imported."""
     tester = KeyStore.in_state_dir(poc.state).load("agent-tester")
     digest = reused.content_hash

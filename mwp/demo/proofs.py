@@ -67,18 +67,30 @@ def prove(
 def _plan(report: Report, full: GroupEvents, small: GroupEvents) -> None:
     authorized = full.of("work.authorized")[: len(cast.STAGES)]
     contracts = [e["payload"]["workItem"]["contract"] for e in authorized]
-    chained = all(
-        c["dependencyWorkItemIds"] == ([authorized[i - 1]["workItemId"]] if i else [])
-        for i, c in enumerate(contracts)
-    )
+    stage_of = {
+        e["workItemId"]: stage
+        for e in authorized
+        for stage in cast.STAGES
+        if e["payload"]["workItem"]["contract"]["goal"].startswith(cast.goal_of(stage, ""))
+    }
+    graph = {
+        stage_of.get(e["workItemId"]): sorted(
+            str(stage_of.get(d))
+            for d in e["payload"]["workItem"]["contract"]["dependencyWorkItemIds"]
+        )
+        for e in authorized
+    }
     report.check(
         "coordinator.plans_a_graph",
         len(authorized) == len(cast.STAGES)
-        and chained
+        and graph == {stage: sorted(d) for stage, d in cast.DEPENDS.items()}
         and all(c["budget"] and c["acceptanceCriteria"] for c in contracts),
-        "the Coordinator planned the full Mission as five WorkItems, each depending on the "
-        "stage before, each with a Work Contract, a budget and acceptance criteria",
+        "the Coordinator planned the full Mission as a graph of five WorkItems (requirements, "
+        "implementation, then testing and code review side by side, then integration), each "
+        "depending on the stages before it, each with a Work Contract, a budget and "
+        "acceptance criteria",
         events=proof(authorized),
+        graph=graph,
     )
     report.check(
         "missions.concurrent",

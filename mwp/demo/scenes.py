@@ -27,12 +27,20 @@ from mwp.contracts.agent import (
 from mwp.core.errors import MwpError
 from mwp.core.trust.registry import RegistryEvidence
 from mwp.demo import cast, knowledge, proofs
-from mwp.demo.beside import Beside
+from mwp.demo.beside import Aside, Beside
 from mwp.demo.console_driver import ConsoleSession
-from mwp.demo.groups import GroupEvents, mirrored, proof, read_log
+from mwp.demo.groups import GroupEvents, awaits_approval, mirrored, proof, read_log, verified
 from mwp.demo.human import DrivenOwner, Owner, PersonAtConsole
 from mwp.demo.isolation import prove_credentials, prove_isolation
-from mwp.demo.setup import CHANGES, HOTFIX, ProofOfConcept, in_state, owned_by, until
+from mwp.demo.setup import (
+    CHANGES,
+    HOTFIX,
+    ProofOfConcept,
+    in_state,
+    logged_until,
+    owned_by,
+    until,
+)
 from mwp.dev.stack import DEFAULT_AGENTS_NAMESPACE as AGENTS_NAMESPACE
 from mwp.workers.agent import release_sticky_queue
 
@@ -42,6 +50,7 @@ Json = dict[str, Any]
 # that) find it on the first or second.
 DISCONNECTED_SECONDS = 0.3
 STARTED = frozenset({"active", "submitted", "verified"})
+CHILD_CREATED = "mission.child.created"
 # How long the restarted tester's Scheduler may take to reach the revocation of the dead
 # runtime's lease before its status is read anyway (and its check then fails).
 REBUILD_SECONDS = 30.0
@@ -54,67 +63,71 @@ async def play(poc: ProofOfConcept) -> None:
     await poc.ready()
     knowledge.allow_reuse(poc, small)  # the operators' Knowledge Reuse Policy
 
-    # A Worker restart: the shared tester dies mid-run, holding a backlog of the small
-    # Mission's tests, and comes back with --replace. While it is down (its backlog cannot
-    # drain, so the arrival is never raced) an urgent hotfix Mission arrives: the Organization
-    # gives the hotfix's Group weight 4 on the tester and caps the small Group at one slot, and
-    # the hotfix's test takes a slot ahead of the small tests taken before it.
-    running = await until(
-        "the tester to run a WorkItem while it holds a backlog of the small Mission's tests",
-        lambda: _running_with_backlog(small, full, "tester", 3),
-    )
-    tester = poc.process("tester")
-    killed = tester.kill()
-    killed_at = time.time()
-    poc.report.out(f"killed the tester (PID {killed}) while it ran {running[0]['workItemId']}")
-    # The policy changes below are workflow tasks: off the dead runtime's sticky queue, they
-    # wait for the new runtime, not for the sticky timeout first (as its queries do).
-    await release_sticky_queue(await _agents(poc), cast.agent_id("tester"))
-    arrived_at = time.time()
-    hotfix = await poc.create_mission(client, HOTFIX)
-    poc.report.out(f"the hotfix Mission {hotfix.mission_id} arrives")
-    await _set_policy(poc, "tester", small.group_id, weight=1, quota=1)
-    await _set_policy(poc, "tester", hotfix.group_id, weight=4)
-    tester.argv = [*tester.argv, "--replace"]
-    tester.start()
-    await tester.wait_for("Task queue", 90)
-    # Its rebuilt queues (meanwhile the hotfix test starts). Its backlog's runs wait at their
-    # first checkpoint until the status is read, however short the demo's steps.
-    (rebuilt_to, queues), _ = await asyncio.gather(
-        _rebuilt_status(poc, small, running[0]["workItemId"]),
-        until("the hotfix test to start", lambda: _started(hotfix)),
-    )
-    poc.release("backlog")
-    # Knowledge publication: the hotfix reuses the small Mission's fix, approved for it alone.
-    reused = await knowledge.import_fix(poc, small, hotfix, full)
-    await _set_policy(poc, "tester", small.group_id, weight=1)  # the cap lifted
-
-    # A Coordinator failure: it dies once the full Mission's first stage is verified.
-    await until("the first stage to be verified", lambda: _verified(full, 1))
-    lead = poc.process("lead")
-    lead_killed = lead.kill()
-    poc.report.out(f"killed the Coordinator (PID {lead_killed})")
-    replaced = await _replace_coordinator(poc, full)
-    lead.start()
-    await lead.wait_for("Gateway", 90)
-
     async with Beside(poc) as beside:
+        # The failures injected into the full Mission's runs, each as soon as its run holds
+        # at its cue, beside the Worker restart below: the reviewer dies mid-review and the
+        # Coordinator with it, and the integration is preempted.
+        expiring = beside.start(lambda p: _lease_expiry(p, full))
+        replacing = beside.start(lambda p: _coordinator_failure(p, full))
+        preempting = beside.start(lambda p: _preemption(p, full))
+
+        # A Worker restart: the shared tester dies mid-run, holding a backlog of the small
+        # Mission's tests, and comes back with --replace. While it is down (its backlog cannot
+        # drain, so the arrival is never raced) an urgent hotfix Mission arrives: the
+        # Organization gives the hotfix's Group weight 4 on the tester and caps the small
+        # Group at one slot, and the hotfix's test takes a slot ahead of the small tests taken
+        # before it.
+        running = await until(
+            "the tester to run a WorkItem while it holds a backlog of the small Mission's tests",
+            lambda: _running_with_backlog(small, full, "tester", 3),
+        )
+        tester = poc.process("tester")
+        killed = tester.kill()
+        killed_at = time.time()
+        poc.report.out(f"killed the tester (PID {killed}) while it ran {running[0]['workItemId']}")
+        # The policy changes below are workflow tasks: off the dead runtime's sticky queue,
+        # they wait for the new runtime, not for the sticky timeout first (as its queries do).
+        await release_sticky_queue(await _agents(poc), cast.agent_id("tester"))
+        arrived_at = time.time()
+        hotfix = await poc.create_mission(client, HOTFIX)
+        poc.report.out(f"the hotfix Mission {hotfix.mission_id} arrives")
+        await _set_policy(poc, "tester", small.group_id, weight=1, quota=1)
+        await _set_policy(poc, "tester", hotfix.group_id, weight=4)
+        tester.argv = [*tester.argv, "--replace"]
+        tester.start()
+        await tester.wait_for("Task queue", 90)
+        # Its rebuilt queues (meanwhile the hotfix test starts). Its backlog's runs wait at
+        # their first checkpoint until the status is read, however short the demo's steps.
+        (rebuilt_to, queues), _ = await asyncio.gather(
+            _rebuilt_status(poc, small, running[0]["workItemId"]),
+            until("the hotfix test to start", lambda: _started(hotfix)),
+        )
+        poc.release("backlog")
+        # Knowledge publication: the hotfix reuses the small Mission's fix, approved for it
+        # alone; sent elsewhere, or unapproved, it is refused (asked beside the rest).
+        reused = await knowledge.import_fix(poc, small, hotfix)
+        refusing = beside.start(lambda p: _unapproved_imports(p, replacing, reused, full))
+        await _set_policy(poc, "tester", small.group_id, weight=1)  # the cap lifted
+
         # Beside the scenes from here to the gateway outage: the isolation and credential
         # checks, once what they ask about is there (they open Sessions through the gateway:
         # done before it goes down).
         isolated = beside.start(lambda p: _isolation(p, client, small, full))
-        expired = await _lease_expiry(poc, full)
-        preempted = await _preemption(poc, full)
+        expired = await expiring.done()
+        replaced = await replacing.done()
+        preempted = await preempting.done()
+        await refusing.done()
 
-        await until(
-            "both Missions to await Approval", lambda: _both(full, small, "awaiting_approval")
+        await logged_until(
+            poc,
+            "both Missions to await Approval",
+            lambda logged: awaits_approval(logged(full)) and awaits_approval(logged(small)),
         )
         # Beside the console's reads and change request, until the small Mission's approval.
         failures = beside.start(lambda p: _protocol_failures(p, client, small, full, replaced))
         owner = KeyStore.in_state_dir(poc.state).load("human-ada")
         async with ConsoleSession(poc.console_url, owner) as console:
             await _console_reads(poc, console, owner, full, small)
-            first = (await full.view())["submission"]["missionRevision"]
             human = _owner(poc, console)
             asked = await human.decide(full, "request_changes", CHANGES)
             check(
@@ -125,10 +138,13 @@ async def play(poc: ProofOfConcept) -> None:
                 events=asked.events,
                 **asked.proof,
             )
+            # Beside the approvals below (the console needs no gateway): the outage, once the
+            # isolation scene's Sessions through the gateway are done.
+            outage = beside.start(lambda p: _outage(p, isolated))
             await failures.done()
             approved_small = await human.decide(small, "approve")
-            await until(
-                "the hotfix to await Approval", lambda: in_state(hotfix, "awaiting_approval")
+            await logged_until(
+                poc, "the hotfix to await Approval", lambda logged: awaits_approval(logged(hotfix))
             )
             approved_hotfix = await human.decide(hotfix, "approve")
             check(
@@ -143,14 +159,16 @@ async def play(poc: ProofOfConcept) -> None:
             # logs, the small one's archived first (once the isolation scene read through it).
             closed = {"small": small, "hotfix": hotfix, "child": await isolated.done()}
             archived = beside.start(lambda p: _archive_and_verify(p, client, closed))
-            # Held at its cue after its first checkpoint: cut off before it, the run has no
-            # checkpoint to buffer and fails instead of going on offline.
-            revising = await until(
-                "the developer to checkpoint the revision",
-                lambda: _running(full, "developer", "Revise", checkpointed=True),
+            revising, cut = await outage.done()
+            reading = beside.start(lambda p: _reads_of_the_fix(p, reused, full))
+            await logged_until(
+                poc,
+                "the revised Mission",
+                lambda logged: (
+                    awaits_approval(logged(full))
+                    and bool(logged(full).of("mission.changes_requested"))
+                ),
             )
-            cut = await _disconnect(poc)
-            await until("the revised Mission", lambda: _resubmitted(full, first))
             approved = await human.decide(full, "approve")
             check(
                 "human.approves_revision",
@@ -160,6 +178,7 @@ async def play(poc: ProofOfConcept) -> None:
                 **approved.proof,
             )
         logs = await archived.done()
+        await reading.done()
 
     injected = proofs.Injected(
         killed=running[0]["workItemId"],
@@ -169,28 +188,66 @@ async def play(poc: ProofOfConcept) -> None:
         replaced=replaced,
         expired=expired,
         preempted=preempted,
-        offline=revising["workItemId"],
+        offline=revising,
         disconnection=cut,
         arrived_at=arrived_at,
     )
-    await asyncio.gather(  # independent reads: the logs, and the tester's reads of the fix
-        _prove_from_logs(poc, client, full, logs, injected),
-        knowledge.prove_reuse(poc, reused, full),
-    )
+    await _prove_from_logs(poc, client, full, logs, injected)
     await until("", lambda: in_state(full, "approved"), 5)
+
+
+async def _reads_of_the_fix(
+    poc: ProofOfConcept, reused: knowledge.Reused, full: MissionHandle
+) -> None:
+    """The tester's reads of the imported fix, once its last work (the revision's tests) is
+    submitted: its HELLO here opens a new Session, which ends its runtime's."""
+
+    def tested(logged: Callable[[MissionHandle], GroupEvents]) -> bool:
+        events = logged(full).events
+        asked = next(
+            (e["sequence"] for e in events if e["kind"] == "mission.changes_requested"), None
+        )
+        return asked is not None and any(
+            e["kind"] == "work.submitted"
+            and e["actor"]["id"] == cast.agent_id("tester")
+            and e["sequence"] > asked
+            for e in events
+        )
+
+    await logged_until(poc, "the tester to submit the revision's tests", tested)
+    await knowledge.prove_reuse(poc, reused, full)
+
+
+async def _unapproved_imports(
+    poc: ProofOfConcept, replacing: Aside[Json], reused: knowledge.Reused, full: MissionHandle
+) -> None:
+    """The import sent unapproved (`knowledge.refuse_unapproved`), signed as the lead under its
+    current Session: once the Coordinator's restart is over, so that no new Session fences the
+    one it signs under."""
+    await asyncio.wait([replacing.task])  # its checks join the report where the line awaits it
+    await knowledge.refuse_unapproved(poc, reused, full)
 
 
 async def _lease_expiry(poc: ProofOfConcept, full: MissionHandle) -> str:
     """The reviewer dies mid-review and stays down; its lease runs out and the Coordinator
     offers the review to the analyst, who resumes from the last checkpoint. The review."""
-    reviewing = await until(
-        "the reviewer to checkpoint the code review",
-        lambda: _checkpointed(full, "reviewer"),
-    )
-    expired: str = reviewing["workItemId"]
+    expired = await poc.held("review", "the reviewer to checkpoint the code review")
     poc.report.out(f"killed the reviewer (PID {poc.process('reviewer').kill()}) in {expired}")
     poc.release("review")
     return expired
+
+
+async def _coordinator_failure(poc: ProofOfConcept, full: MissionHandle) -> Json:
+    """The Coordinator dies while the reviewer's lease runs out (nothing of the full Mission
+    waits on it then); the MissionOwner appoints it again and it restarts. The assignment."""
+    await poc.held("review", "the reviewer to checkpoint the code review")
+    lead = poc.process("lead")
+    lead_killed = lead.kill()
+    poc.report.out(f"killed the Coordinator (PID {lead_killed})")
+    replaced = await _replace_coordinator(poc, full)
+    lead.start()
+    await lead.wait_for("Gateway", 90)
+    return replaced
 
 
 async def _preemption(poc: ProofOfConcept, full: MissionHandle) -> str:
@@ -198,11 +255,7 @@ async def _preemption(poc: ProofOfConcept, full: MissionHandle) -> str:
     next checkpoint, once it holds at its cue after the first (asked before that, it could
     stop at the first before the scene saw the request taken, and the scene waited forever).
     The integration."""
-    integrating = await until(
-        "the developer to checkpoint the integration",
-        lambda: _running(full, "developer", "Integration", checkpointed=True),
-    )
-    preempted: str = integrating["workItemId"]
+    preempted = await poc.held("integration", "the developer to checkpoint the integration")
     await _preempt(poc, "developer", full.group_id, preempted)
     await until(
         "the developer's runtime to take the preemption request",
@@ -262,13 +315,28 @@ async def _isolation(
     poc: ProofOfConcept, client: MwpClient, small: MissionHandle, full: MissionHandle
 ) -> MissionHandle:
     """Context and credential isolation at the gateway (`mwp.demo.isolation`): the outsider's
-    questions about the small Mission's Group once it awaits Approval, the analyst's once its
-    work is done (the code review, its last, verified: its HELLO here ends its runtime's
-    Session). The child Mission the analyst worked in."""
-    await until("the small Mission to await Approval", lambda: in_state(small, "awaiting_approval"))
-    child = await _child_of(client, small)
+    questions about the small Mission's Group once it holds an Artifact and a Context
+    Package, the analyst's once its work is done (the child Mission's release notes and the
+    code review verified: its HELLO here ends its runtime's Session). The child Mission the
+    analyst worked in."""
+
+    def asked_about(logged: Callable[[MissionHandle], GroupEvents]) -> bool:
+        events = logged(small)
+        return bool(events.of("artifact.published")) and any(
+            e["kind"].endswith("context_package_published") for e in events.events
+        )
+
+    await logged_until(poc, "an Artifact and a Context Package of the small Mission", asked_about)
     await prove_isolation(poc, small)
-    await until("the analyst's code review to be verified", lambda: _verified(full, 4))
+    await logged_until(
+        poc, "the small Mission's child", lambda logged: bool(logged(small).of(CHILD_CREATED))
+    )
+    child = await _child_of(client, small)
+    await logged_until(
+        poc,
+        "the analyst's release notes and code review to be verified",
+        lambda logged: verified(logged(child)) >= 1 and verified(logged(full)) >= 4,
+    )
     await prove_credentials(poc, child, full, small)
     return child
 
@@ -296,6 +364,15 @@ def _owner(poc: ProofOfConcept, console: ConsoleSession) -> Owner:
     return PersonAtConsole(poc.console_url, str(key_file.resolve()), poc.report.out)
 
 
+async def _outage(poc: ProofOfConcept, isolated: Aside[MissionHandle]) -> tuple[str, Json]:
+    """The gateway dies while the developer's revision holds at its cue after its first
+    checkpoint (cut off before it, the run has no checkpoint to buffer and fails instead of
+    going on offline), once the isolation scene is done with it. The revision, the cut."""
+    await asyncio.wait([isolated.task])  # its checks join the report where the line awaits it
+    revising = await poc.held("revision", "the developer to checkpoint the revision")
+    return revising, await _disconnect(poc)
+
+
 async def _disconnect(poc: ProofOfConcept) -> Json:
     """A temporary disconnection: the gateway process dies (every agent loses its Groups) and
     comes back a few seconds later; runs in flight go on offline and are reconciled."""
@@ -311,25 +388,9 @@ async def _disconnect(poc: ProofOfConcept) -> Json:
     return {"killed": killed, "restarted": restarted}
 
 
-async def _running(
-    mission: MissionHandle, agent: str, goal: str, *, checkpointed: bool = False
-) -> Json | None:
-    """The item ``agent`` runs in ``mission`` whose goal starts with ``goal`` (and, if
-    ``checkpointed``, that has a checkpoint to resume from)."""
-    for item in await owned_by(mission, agent, "active"):
-        if checkpointed and not (item.get("checkpoint") or {}).get("checkpointRef"):
-            continue
-        if item["contract"]["goal"].startswith(goal):
-            found: Json = item
-            return found
-    return None
-
-
 async def _child_of(client: MwpClient, mission: MissionHandle) -> MissionHandle:
     """The child Mission the Coordinator made of one of ``mission``'s WorkItems."""
-    created = next(
-        e for e in await mission.events_this_run() if e["kind"] == "mission.child.created"
-    )
+    created = next(e for e in await mission.events_this_run() if e["kind"] == CHILD_CREATED)
     child = created["payload"]["childMission"]
     return MissionHandle(client, child["missionId"], child["groupId"])
 
@@ -386,15 +447,6 @@ async def _started(mission: MissionHandle) -> bool:
     return any(w.get("state") in STARTED for w in view.get("workItems") or [])
 
 
-async def _checkpointed(mission: MissionHandle, agent: str) -> Json | None:
-    """An item ``agent`` runs in ``mission`` that has a checkpoint to resume from."""
-    for item in await owned_by(mission, agent, "active"):
-        if (item.get("checkpoint") or {}).get("checkpointRef"):
-            found: Json = item
-            return found
-    return None
-
-
 async def _preempt(poc: ProofOfConcept, name: str, group_id: str, work_item_id: str) -> None:
     """What `mwp agent preempt` sends: a request sealed with the agent's own key."""
     await _signal(poc, name, PreemptionRequest(group_id, work_item_id))
@@ -444,25 +496,6 @@ async def _running_with_backlog(
     if held < count:
         return []
     return active or await owned_by(other, agent, "active")
-
-
-async def _verified(mission: MissionHandle, count: int) -> bool:
-    view = await mission.view()
-    verified: int = sum(w.get("state") == "verified" for w in view.get("workItems") or [])
-    return verified >= count
-
-
-async def _both(a: MissionHandle, b: MissionHandle, state: str) -> bool:
-    states = {(await m.view()).get("state") for m in (a, b)}
-    return states == {state}
-
-
-async def _resubmitted(mission: MissionHandle, revision: int) -> bool:
-    view = await mission.view()
-    submission = view.get("submission") or {}
-    return (
-        view.get("state") == "awaiting_approval" and submission.get("missionRevision") != revision
-    )
 
 
 async def _archive(poc: ProofOfConcept, mission: MissionHandle) -> int:
@@ -763,7 +796,7 @@ def _stages(poc: ProofOfConcept, events: GroupEvents) -> None:
     for authorized in events.of("work.authorized"):
         goal = authorized["payload"]["workItem"]["contract"]["goal"]
         items.setdefault(goal.split(":", 1)[0].lower().replace(" ", "-"), authorized["workItemId"])
-    previous: Json | None = None
+    verified: dict[str, Json | None] = {}
     for stage, (capability, worker) in cast.STAGES.items():
         item = items.get(stage)
         chain = [
@@ -777,7 +810,8 @@ def _stages(poc: ProofOfConcept, events: GroupEvents) -> None:
                 "work.result.accepted",
             )
         ]
-        accepted = chain[2]
+        accepted, started = chain[2], chain[3]
+        before = [verified.get(d) for d in cast.DEPENDS[stage]]
         ok = (
             item is not None
             and all(chain)
@@ -785,16 +819,18 @@ def _stages(poc: ProofOfConcept, events: GroupEvents) -> None:
             and accepted["actor"]["id"] == cast.agent_id(worker)
             and chain[5] is not None
             and chain[5]["actor"]["id"] == cast.agent_id("lead")
-            and (previous is None or chain[3]["sequence"] > previous["sequence"])  # type: ignore[index]
+            and started is not None
+            and all(b is not None and started["sequence"] > b["sequence"] for b in before)
         )
+        after = " and ".join(cast.DEPENDS[stage]) or "nothing"
         check(
             f"stage.{stage}",
             ok,
             f"{stage}: authorized with its Work Contract, offered, taken by the {worker}, "
             "started under a lease, submitted with Evidence, accepted by the Coordinator's "
-            "review, and started only after the stage before was verified",
+            f"review, and started only after the stages it depends on were verified ({after})",
             workItemId=item,
             capability=capability,
             events=proof(chain),
         )
-        previous = chain[5]
+        verified[stage] = chain[5]

@@ -25,6 +25,7 @@ from mwp.client import KeyStore, MwpClient, connect
 from mwp.client.missions import MissionClient, MissionHandle, in_seconds
 from mwp.client.state_dir import organization_id_of
 from mwp.demo import cast
+from mwp.demo.groups import GroupEvents, LogFollower
 from mwp.demo.head_start import HeadStart, gateway_argv
 from mwp.demo.report import Report
 from mwp.dev.registration import Organization, add_agent, add_human, init_organization
@@ -39,6 +40,7 @@ HOTFIX = "Hotfix the login outage"
 CHANGES = "Also export the totals row."
 SETTLE_SECONDS = 240.0
 POLL_SECONDS = 0.1  # between the looks of `until` (each a query or two of a Mission)
+LOG_POLL_SECONDS = 0.02  # between the looks of `logged_until` (a few files of the store)
 AUDIT = "mwp.demo.audit@1.0.0"
 COORDINATION = "mwp.coordination@1.0.0"
 
@@ -48,15 +50,19 @@ class DemoStoppedError(RuntimeError):
 
 
 async def until(
-    what: str, probe: Callable[[], Awaitable[Any]], timeout: float = SETTLE_SECONDS
+    what: str,
+    probe: Callable[[], Awaitable[Any]],
+    timeout: float = SETTLE_SECONDS,
+    *,
+    poll: float = POLL_SECONDS,
 ) -> Any:
-    """Poll ``probe`` until it returns something truthy."""
+    """Poll ``probe`` every ``poll`` seconds until it returns something truthy."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = await probe()
         if found:
             return found
-        await asyncio.sleep(POLL_SECONDS)
+        await asyncio.sleep(poll)
     raise DemoStoppedError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
@@ -76,6 +82,7 @@ class ProofOfConcept:
         self.artifacts_url = f"https://127.0.0.1:{ports['art']}"
         self.processes = head.processes
         self.store = open_store(stack_config(self.state).log_location)
+        self.followers: dict[str, LogFollower] = {}  # shared by the scenes run beside
 
     # --- the parts ------------------------------------------------------------------------
 
@@ -94,9 +101,14 @@ class ProofOfConcept:
         await gateway.wait_for("Artifacts", 60)
         await self.check_cards(organization)
         for cue in cast.CUES:
-            held = cast.cue_file(self.state, cue)
-            held.parent.mkdir(parents=True, exist_ok=True)
-            held.touch()
+            cue_file = cast.cue_file(self.state, cue)
+            cue_file.parent.mkdir(parents=True, exist_ok=True)
+            cue_file.touch()
+            cast.held_file(self.state, cue).unlink(missing_ok=True)
+        # The Coordinators first: the Missions' first work is theirs, and each runtime's HELLO
+        # waits its turn at the Registry, which tells every Group of each new Session.
+        for name in cast.COORDINATORS:
+            self.processes.start(name, "coordinator", "run", f"mwp.demo.cast:{name}", warm=True)
         for name in cast.WORKERS:
             lease = (
                 [f"--lease-seconds={cast.LEASE_SECONDS[name]}"]
@@ -104,8 +116,6 @@ class ProofOfConcept:
                 else []
             )
             self.processes.start(name, "agent", "run", f"mwp.demo.cast:{name}", *lease, warm=True)
-        for name in cast.COORDINATORS:
-            self.processes.start(name, "coordinator", "run", f"mwp.demo.cast:{name}", warm=True)
         return client
 
     async def ready(self) -> None:
@@ -195,6 +205,23 @@ class ProofOfConcept:
         apart.report = report
         return apart
 
+    def logged(self, mission: MissionHandle) -> GroupEvents:
+        """The Mission's Group log so far, unverified: for the scenes' waits."""
+        follower = self.followers.get(mission.group_id)
+        if follower is None:
+            follower = self.followers[mission.group_id] = LogFollower(self.store, mission.group_id)
+        return follower.read()
+
+    async def held(self, cue: str, what: str) -> str:
+        """The WorkItem ID of the run holding at ``cue`` (see `cast.CUES`), once one holds."""
+        held = cast.held_file(self.state, cue)
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while not held.exists():
+            if time.monotonic() > deadline:
+                raise DemoStoppedError(f"timed out after {SETTLE_SECONDS:.0f} s waiting for {what}")
+            await asyncio.sleep(cast.CUE_POLL_SECONDS)
+        return held.read_text()
+
     def release(self, cue: str) -> None:
         """Let the runs waiting at ``cue`` go on (see `cast.CUES`)."""
         cast.cue_file(self.state, cue).unlink(missing_ok=True)
@@ -233,6 +260,17 @@ async def owned_by(mission: MissionHandle, agent: str, state: str) -> list[Json]
         if (item.get("owner") or {}).get("agentId") == cast.agent_id(agent):
             found.append(item)
     return found
+
+
+async def logged_until(
+    poc: ProofOfConcept, what: str, probe: Callable[[Callable[[MissionHandle], GroupEvents]], bool]
+) -> None:
+    """Wait until ``probe``, asked with :meth:`ProofOfConcept.logged`, holds."""
+
+    async def look() -> bool:
+        return probe(poc.logged)
+
+    await until(what, look, poll=LOG_POLL_SECONDS)
 
 
 async def in_state(mission: MissionHandle, state: str) -> Json | None:
