@@ -52,8 +52,10 @@ WORKERS = ("analyst", "developer", "tester", "reviewer")
 # Stage → who else takes it once its Worker lost it (the demo lets the reviewer's lease expire).
 REASSIGN: dict[str, str] = {"code-review": "analyst"}
 # Execution Lease seconds per Worker (`mwp agent run --lease-seconds`): the reviewer's is short,
-# so that its expiry after the demo kills it comes soon.
-LEASE_SECONDS: dict[str, int] = {"reviewer": 2}
+# so that its expiry after the demo kills it comes soon. Renewed every 0.5 s, and its run's first
+# checkpoint comes 0.1 to 0.2 s after its start (with one core kept busy by another process);
+# should the lease run out before it anyway, the scene says so at once (`scenes._review_lost`).
+LEASE_SECONDS: dict[str, int] = {"reviewer": 1}
 OUTSIDER = "auditor"  # registered, never a member of a Group: the isolation checks' agent
 # The Coordinators: the lead coordinates the Missions; the steward the child Mission the lead
 # makes of the small Mission's release notes (a child's Coordinator is not its owner).

@@ -25,6 +25,7 @@ from mwp.contracts.agent import (
     agent_workflow_id,
 )
 from mwp.core.errors import MwpError
+from mwp.core.group import OWNERSHIP_EXPIRED_KIND
 from mwp.core.trust.registry import RegistryEvidence
 from mwp.demo import cast, knowledge, proofs
 from mwp.demo.beside import Aside, Beside
@@ -231,16 +232,28 @@ async def _unapproved_imports(
 async def _lease_expiry(poc: ProofOfConcept, full: MissionHandle) -> str:
     """The reviewer dies mid-review and stays down; its lease runs out and the Coordinator
     offers the review to the analyst, who resumes from the last checkpoint. The review."""
-    expired = await poc.held("review", "the reviewer to checkpoint the code review")
+    expired = await poc.held(
+        "review", "the reviewer to checkpoint the code review", lambda: _review_lost(poc, full)
+    )
     poc.report.out(f"killed the reviewer (PID {poc.process('reviewer').kill()}) in {expired}")
     poc.release("review")
     return expired
 
 
+def _review_lost(poc: ProofOfConcept, full: MissionHandle) -> str | None:
+    """Why the reviewer's run will never hold at its cue: its short lease ran out before its
+    first checkpoint (a machine far slower than the demo allows for), or None."""
+    if poc.logged(full).of(OWNERSHIP_EXPIRED_KIND):
+        return "an ownership in the full Mission expired before the reviewer's first checkpoint"
+    return None
+
+
 async def _coordinator_failure(poc: ProofOfConcept, full: MissionHandle) -> Json:
     """The Coordinator dies while the reviewer's lease runs out (nothing of the full Mission
     waits on it then); the MissionOwner appoints it again and it restarts. The assignment."""
-    await poc.held("review", "the reviewer to checkpoint the code review")
+    await poc.held(
+        "review", "the reviewer to checkpoint the code review", lambda: _review_lost(poc, full)
+    )
     lead = poc.process("lead")
     lead_killed = lead.kill()
     poc.report.out(f"killed the Coordinator (PID {lead_killed})")

@@ -212,11 +212,14 @@ class ProofOfConcept:
             follower = self.followers[mission.group_id] = LogFollower(self.store, mission.group_id)
         return follower.read()
 
-    async def held(self, cue: str, what: str) -> str:
-        """The WorkItem ID of the run holding at ``cue`` (see `cast.CUES`), once one holds."""
+    async def held(self, cue: str, what: str, lost: Callable[[], str | None] = lambda: None) -> str:
+        """The WorkItem ID of the run holding at ``cue`` (see `cast.CUES`), once one holds;
+        :class:`DemoStoppedError` as soon as ``lost`` says why none ever will."""
         held = cast.held_file(self.state, cue)
         deadline = time.monotonic() + SETTLE_SECONDS
         while not held.exists():
+            if (why := lost()) is not None:
+                raise DemoStoppedError(f"no run will hold for {what}: {why}")
             if time.monotonic() > deadline:
                 raise DemoStoppedError(f"timed out after {SETTLE_SECONDS:.0f} s waiting for {what}")
             await asyncio.sleep(cast.CUE_POLL_SECONDS)
