@@ -107,7 +107,6 @@ async def play(poc: ProofOfConcept) -> None:
         # Knowledge publication: the hotfix reuses the small Mission's fix, approved for it
         # alone; sent elsewhere, or unapproved, it is refused (asked beside the rest).
         reused = await knowledge.import_fix(poc, small, hotfix)
-        refusing = beside.start(lambda p: _unapproved_imports(p, replacing, reused, full))
         await _set_policy(poc, "tester", small.group_id, weight=1)  # the cap lifted
 
         # Beside the scenes from here to the gateway outage: the isolation and credential
@@ -117,18 +116,15 @@ async def play(poc: ProofOfConcept) -> None:
         expired = await expiring.done()
         replaced = await replacing.done()
         preempted = await preempting.done()
-        await refusing.done()
 
         await logged_until(
-            poc,
-            "both Missions to await Approval",
-            lambda logged: awaits_approval(logged(full)) and awaits_approval(logged(small)),
+            poc, "the full Mission to await Approval", lambda logged: awaits_approval(logged(full))
         )
         # Beside the console's reads and change request, until the small Mission's approval.
         failures = beside.start(lambda p: _protocol_failures(p, client, small, full, replaced))
         owner = KeyStore.in_state_dir(poc.state).load("human-ada")
         async with ConsoleSession(poc.console_url, owner) as console:
-            await _console_reads(poc, console, owner, full, small)
+            await _console_reads(poc, console, owner, full)
             human = _owner(poc, console)
             asked = await human.decide(full, "request_changes", CHANGES)
             check(
@@ -139,14 +135,21 @@ async def play(poc: ProofOfConcept) -> None:
                 events=asked.events,
                 **asked.proof,
             )
+            # The same import sent unapproved into the full Mission's Group, now active again
+            # and held there (its revision waits at its cue until the outage), so that the
+            # Group refuses it for its approval, not for the Mission's state.
+            refusing = beside.start(lambda p: knowledge.refuse_unapproved(p, reused, full))
             # Beside the approvals below (the console needs no gateway): the outage, once the
-            # isolation scene's Sessions through the gateway are done.
-            outage = beside.start(lambda p: _outage(p, isolated))
+            # isolation scene's Sessions through the gateway and those imports are done.
+            outage = beside.start(lambda p: _outage(p, isolated, refusing))
+            await logged_until(
+                poc,
+                "the small Mission and the hotfix to await Approval",
+                lambda logged: awaits_approval(logged(small)) and awaits_approval(logged(hotfix)),
+            )
+            await _console_listing(poc, console, full, small, hotfix)
             await failures.done()
             approved_small = await human.decide(small, "approve")
-            await logged_until(
-                poc, "the hotfix to await Approval", lambda logged: awaits_approval(logged(hotfix))
-            )
             approved_hotfix = await human.decide(hotfix, "approve")
             check(
                 "console.approval",
@@ -178,6 +181,7 @@ async def play(poc: ProofOfConcept) -> None:
                 events=approved.events,
                 **approved.proof,
             )
+        await refusing.done()
         logs = await archived.done()
         await reading.done()
 
@@ -217,16 +221,6 @@ async def _reads_of_the_fix(
 
     await logged_until(poc, "the tester to submit the revision's tests", tested)
     await knowledge.prove_reuse(poc, reused, full)
-
-
-async def _unapproved_imports(
-    poc: ProofOfConcept, replacing: Aside[Json], reused: knowledge.Reused, full: MissionHandle
-) -> None:
-    """The import sent unapproved (`knowledge.refuse_unapproved`), signed as the lead under its
-    current Session: once the Coordinator's restart is over, so that no new Session fences the
-    one it signs under."""
-    await asyncio.wait([replacing.task])  # its checks join the report where the line awaits it
-    await knowledge.refuse_unapproved(poc, reused, full)
 
 
 async def _lease_expiry(poc: ProofOfConcept, full: MissionHandle) -> str:
@@ -284,9 +278,8 @@ async def _console_reads(
     console: ConsoleSession,
     owner: Identity,
     full: MissionHandle,
-    small: MissionHandle,
 ) -> None:
-    """What the MissionOwner sees in the console before deciding."""
+    """What the MissionOwner sees in the console before deciding on the full Mission."""
     check = poc.report.check
     logged = await console.log_in()
     check(
@@ -295,13 +288,6 @@ async def _console_reads(
         "the MissionOwner logged in by signing the console's challenge",
         principal=logged["principal"],
         keyId=owner.key_id,
-    )
-    listed = {m["missionId"]: m for m in await console.missions()}
-    check(
-        "console.missions_at_a_glance",
-        all(listed.get(m.mission_id, {}).get("awaitingApproval") for m in (full, small)),
-        "the console lists both Missions as awaiting Approval",
-        missions={k: v["state"] for k, v in listed.items()},
     )
     detail = await console.mission(full.mission_id)
     criteria = [c for item in detail["workItems"] for c in item["criteria"]]
@@ -321,6 +307,26 @@ async def _console_reads(
         len(read) == 5 and all(ok for _, _, ok in read),
         "every Artifact opens in the console, its bytes matching its content hash",
         artifacts=[named for _, named, _ in read],
+    )
+
+
+async def _console_listing(
+    poc: ProofOfConcept,
+    console: ConsoleSession,
+    full: MissionHandle,
+    small: MissionHandle,
+    hotfix: MissionHandle,
+) -> None:
+    """The owner's Missions at a glance, once the small one and the hotfix await Approval (the
+    full one is being revised, or awaits Approval again)."""
+    listed = {m["missionId"]: m for m in await console.missions()}
+    poc.report.check(
+        "console.missions_at_a_glance",
+        all(listed.get(m.mission_id, {}).get("awaitingApproval") for m in (small, hotfix))
+        and bool(listed.get(full.mission_id, {}).get("state")),
+        "the console lists the owner's Missions with their states: the small Mission and the "
+        "hotfix as awaiting Approval, and the full one",
+        missions={k: v["state"] for k, v in listed.items()},
     )
 
 
@@ -377,11 +383,15 @@ def _owner(poc: ProofOfConcept, console: ConsoleSession) -> Owner:
     return PersonAtConsole(poc.console_url, str(key_file.resolve()), poc.report.out)
 
 
-async def _outage(poc: ProofOfConcept, isolated: Aside[MissionHandle]) -> tuple[str, Json]:
+async def _outage(
+    poc: ProofOfConcept, isolated: Aside[MissionHandle], refusing: Aside[None]
+) -> tuple[str, Json]:
     """The gateway dies while the developer's revision holds at its cue after its first
     checkpoint (cut off before it, the run has no checkpoint to buffer and fails instead of
-    going on offline), once the isolation scene is done with it. The revision, the cut."""
-    await asyncio.wait([isolated.task])  # its checks join the report where the line awaits it
+    going on offline), once the isolation scene is done with it and the unapproved imports
+    with the full Mission's revision held. The revision, the cut."""
+    # Their checks join the report where the line awaits them.
+    await asyncio.wait([isolated.task, refusing.task])
     revising = await poc.held("revision", "the developer to checkpoint the revision")
     return revising, await _disconnect(poc)
 
@@ -609,8 +619,12 @@ async def _protocol_failures(
     full: MissionHandle,
     replaced: Json,
 ) -> None:
-    """What a confused or hostile client sends, each refused typed and changing nothing
-    (``mission`` awaits Approval; ``full`` had its Coordinator replaced by ``replaced``)."""
+    """What a confused or hostile client sends, each refused typed and changing nothing, once
+    ``mission`` awaits Approval (its Group quiet: "nothing appended" is then its sequence
+    unmoved); ``full`` had its Coordinator replaced by ``replaced``."""
+    await logged_until(
+        poc, "the small Mission to await Approval", lambda logged: awaits_approval(logged(mission))
+    )
     check = poc.report.check
     keys = KeyStore.in_state_dir(poc.state)
     owner = keys.load("human-ada")
