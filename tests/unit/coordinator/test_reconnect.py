@@ -14,6 +14,7 @@ from typing import Any, cast
 import pytest
 
 from mwp.agent.gateway_link import GatewayUnavailableError
+from mwp.agent.reconnect import FIRST_SECONDS, Reconnect
 from mwp.coordinator import runtime
 from tests.unit.coordinator.test_runtime_steps import coordinator, in_process
 
@@ -64,4 +65,7 @@ async def test_a_lost_gateway_is_tried_again_soon_then_less_often(
         30,
     )
     waits = [line.rsplit(" in ", 1)[1] for line in lines if "gateway again" in line]
-    assert waits == ["0.25 s", "0.5 s", "1 s", "0.25 s"]
+    schedule = Reconnect()
+    growing = [f"{schedule.next_wait():g} s" for _ in range(3)]
+    assert waits == [*growing, f"{FIRST_SECONDS:g} s"]  # the schedule again after "up"
+    assert waits[0] == "0.1 s"
