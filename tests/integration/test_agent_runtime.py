@@ -462,13 +462,15 @@ async def test_a_killed_agent_loses_its_lease_and_another_completes_from_its_che
     handle = agents.temporal.get_workflow_handle(
         agent_workflow_id((tmp_path / "agent-id").read_text())
     )
-    timeouts = {
-        e.activity_task_scheduled_event_attributes.start_to_close_timeout.ToSeconds()
+    scheduled = [
+        e.activity_task_scheduled_event_attributes
         for e in (await handle.fetch_history()).events
         if e.HasField("activity_task_scheduled_event_attributes")
         and e.activity_task_scheduled_event_attributes.activity_type.name == ACCEPT_OFFER
-    }
-    assert timeouts == {OWNER_COMMAND_SECONDS}
+    ]
+    assert {a.start_to_close_timeout.ToSeconds() for a in scheduled} == {OWNER_COMMAND_SECONDS}
+    # An attempt the gateway's absence failed is made again soon, not a second later.
+    assert {a.retry_policy.initial_interval.ToMilliseconds() for a in scheduled} == {200}
 
     async def fenced() -> bool:
         return bool((await rig.mission.work_item(item.work_item_id)).get("ownerFencedReason"))
