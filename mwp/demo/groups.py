@@ -11,6 +11,7 @@ from typing import Any
 from mwp.client import MwpClient
 from mwp.client.missions import MissionHandle
 from mwp.contracts.mission import QUERY_MIRRORED_THROUGH
+from mwp.core.group.context_package import PUBLISHED_KIND as CONTEXT_PACKAGE_PUBLISHED
 from mwp.log.group_log import GroupEventLog
 from mwp.stores.objects import ObjectStore
 
@@ -86,6 +87,18 @@ def awaits_approval(events: GroupEvents) -> bool:
     """Whether the Mission's last submission waits for its owner's decision."""
     decided = [e["kind"] for e in events.events if e["kind"] in MISSION_DECISIONS]
     return bool(decided) and decided[-1] == "mission.submitted_for_approval"
+
+
+def settled_for_approval(events: GroupEvents) -> bool:
+    """Whether the Mission awaits its owner's decision and its Coordinator's Mission-wide
+    Context Package after the submission is in: nothing more comes until the owner decides."""
+    if not awaits_approval(events):
+        return False
+    submitted = events.of("mission.submitted_for_approval")[-1]["sequence"]
+    return any(
+        e["sequence"] > submitted and "workItemId" not in e["payload"]["contextPackage"]
+        for e in events.of(CONTEXT_PACKAGE_PUBLISHED)
+    )
 
 
 def verified(events: GroupEvents) -> int:

@@ -5,6 +5,7 @@ the main line (`mwp.demo.beside`) while it waits for the work."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -30,12 +31,22 @@ from mwp.core.trust.registry import RegistryEvidence
 from mwp.demo import cast, knowledge, proofs
 from mwp.demo.beside import Aside, Beside
 from mwp.demo.console_driver import ConsoleSession
-from mwp.demo.groups import GroupEvents, awaits_approval, mirrored, proof, read_log, verified
+from mwp.demo.groups import (
+    GroupEvents,
+    awaits_approval,
+    mirrored,
+    proof,
+    read_log,
+    settled_for_approval,
+    verified,
+)
 from mwp.demo.human import DrivenOwner, Owner, PersonAtConsole
 from mwp.demo.isolation import prove_credentials, prove_isolation
 from mwp.demo.setup import (
     CHANGES,
     HOTFIX,
+    LOG_POLL_SECONDS,
+    DemoStoppedError,
     ProofOfConcept,
     in_state,
     logged_until,
@@ -52,6 +63,8 @@ Json = dict[str, Any]
 DISCONNECTED_SECONDS = 0.3
 STARTED = frozenset({"active", "submitted", "verified"})
 CHILD_CREATED = "mission.child.created"
+# How long a Mission awaiting Approval may take to show its Coordinator's last Context Package.
+SETTLED_SECONDS = 3.0
 # How long the restarted tester's Scheduler may take to reach the revocation of the dead
 # runtime's lease before its status is read anyway (and its check then fails).
 REBUILD_SECONDS = 30.0
@@ -243,10 +256,13 @@ def _review_lost(poc: ProofOfConcept, full: MissionHandle) -> str | None:
 
 
 async def _coordinator_failure(poc: ProofOfConcept, full: MissionHandle) -> Json:
-    """The Coordinator dies while the reviewer's lease runs out (nothing of the full Mission
-    waits on it then); the MissionOwner appoints it again and it restarts. The assignment."""
-    await poc.held(
-        "review", "the reviewer to checkpoint the code review", lambda: _review_lost(poc, full)
+    """The Coordinator dies once the full Mission's implementation has started (it restarts
+    while the developer works, which waits on no Coordinator, and before the hotfix comes);
+    the MissionOwner appoints it again and it restarts. The assignment."""
+    await logged_until(
+        poc,
+        "the full Mission's implementation to start",
+        lambda logged: _started_stage(logged(full), "implementation"),
     )
     lead = poc.process("lead")
     lead_killed = lead.kill()
@@ -255,6 +271,16 @@ async def _coordinator_failure(poc: ProofOfConcept, full: MissionHandle) -> Json
     lead.start()
     await lead.wait_for("Gateway", 90)
     return replaced
+
+
+def _started_stage(events: GroupEvents, stage: str) -> bool:
+    """Whether the full Mission's WorkItem of ``stage`` has started."""
+    items = {
+        e["workItemId"]
+        for e in events.of("work.authorized")
+        if e["payload"]["workItem"]["contract"]["goal"].startswith(cast.goal_of(stage, ""))
+    }
+    return any(e.get("workItemId") in items for e in events.of("work.started"))
 
 
 async def _preemption(poc: ProofOfConcept, full: MissionHandle) -> str:
@@ -631,11 +657,19 @@ async def _protocol_failures(
     replaced: Json,
 ) -> None:
     """What a confused or hostile client sends, each refused typed and changing nothing, once
-    ``mission`` awaits Approval (its Group quiet: "nothing appended" is then its sequence
-    unmoved); ``full`` had its Coordinator replaced by ``replaced``."""
+    ``mission`` awaits Approval and its Coordinator's last Context Package is in (its Group
+    quiet: "nothing appended" is then its sequence unmoved); ``full`` had its Coordinator
+    replaced by ``replaced``."""
     await logged_until(
         poc, "the small Mission to await Approval", lambda logged: awaits_approval(logged(mission))
     )
+    with contextlib.suppress(DemoStoppedError):  # a Coordinator that publishes none: go on
+        await until(
+            "the small Mission's Coordinator to publish its Context Package",
+            lambda: _settled(poc, mission),
+            SETTLED_SECONDS,
+            poll=LOG_POLL_SECONDS,
+        )
     check = poc.report.check
     keys = KeyStore.in_state_dir(poc.state)
     owner = keys.load("human-ada")
@@ -755,6 +789,10 @@ async def _protocol_failures(
         "a Command under the Coordinator Epoch before the replacement is refused",
         code=code,
     )
+
+
+async def _settled(poc: ProofOfConcept, mission: MissionHandle) -> bool:
+    return settled_for_approval(poc.logged(mission))
 
 
 async def _verified_log(
