@@ -10,6 +10,14 @@ workflow to its last completed task: a new run, the same state, every signal rec
 applied again (Temporal's reset), and the held task's work done over by the new worker.
 Whatever the lost task had begun is safe to do again: an acceptance is answered once, a run
 of the old Session does not start, and deliveries apply only where they follow the Cursor.
+
+The same holds for the workflow's activity tasks: an attempt such a process had taken (a run
+of a capability, an owner Command) stays started until its heartbeat or start-to-close
+timeout, a run's as long as its Execution Lease (60 s by default; in one demo run the tester's
+queued test waited that long after its restart). :func:`release_held_activities` fails each
+such attempt, so Temporal makes the next one at once, in the new process: a run signed under
+the old Session does not start there and its item is queued again, and an owner Command is
+answered once.
 """
 
 from __future__ import annotations
@@ -18,8 +26,12 @@ import logging
 import uuid
 
 from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState
-from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+from temporalio.api.enums.v1 import EventType, PendingActivityState, PendingWorkflowTaskState
+from temporalio.api.failure.v1 import ApplicationFailureInfo, Failure
+from temporalio.api.workflowservice.v1 import (
+    ResetWorkflowExecutionRequest,
+    RespondActivityTaskFailedByIdRequest,
+)
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -71,3 +83,53 @@ async def release_held_task(client: Client, agent_id: str) -> str | None:
         answer.run_id,
     )
     return str(answer.run_id)
+
+
+HELD_BY_THE_GONE = "an attempt held by a runtime that is gone"
+
+
+async def release_held_activities(client: Client, agent_id: str) -> list[str]:
+    """Fail the attempts of the AgentWorkflow's activities that are started now (held by a
+    runtime that is gone): the IDs of those failed. Call it before this process's worker
+    polls, as :func:`release_held_task`."""
+    workflow_id = agent_workflow_id(agent_id)
+    try:
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:  # its first start
+            return []
+        raise
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        return []
+    released = []
+    for pending in described.raw_description.pending_activities:
+        if pending.state != PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
+            continue
+        try:
+            await client.workflow_service.respond_activity_task_failed_by_id(
+                RespondActivityTaskFailedByIdRequest(
+                    namespace=client.namespace,
+                    workflow_id=workflow_id,
+                    run_id=described.run_id or "",
+                    activity_id=pending.activity_id,
+                    failure=Failure(
+                        message=HELD_BY_THE_GONE,
+                        application_failure_info=ApplicationFailureInfo(type="HeldByTheGone"),
+                    ),
+                    identity=client.identity,
+                )
+            )
+        except RPCError as exc:
+            if exc.status is RPCStatusCode.NOT_FOUND:  # it ended meanwhile
+                continue
+            raise
+        released.append(pending.activity_id)
+    if released:
+        log.warning(
+            "%s: %d activity attempts were held by a runtime that is gone; failed, to be "
+            "made again here (%s)",
+            agent_id,
+            len(released),
+            ", ".join(released),
+        )
+    return released

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import PollWorkflowTaskQueueRequest
 from temporalio.client import WorkflowHandle
@@ -36,6 +37,7 @@ from mwp.client.state_dir import ORGANIZATION_FILE
 from mwp.contracts.agent import (
     ACCEPT_OFFER,
     QUERY_PREEMPTION_REQUESTED,
+    RUN_CAPABILITY,
     SIGNAL_SESSION,
     SIGNAL_SET_POLICY,
     Delivery,
@@ -60,6 +62,7 @@ from mwp.workers.agent import (
     run_agent_worker,
     start_scheduler,
 )
+from mwp.workers.held_task import HELD_BY_THE_GONE
 from mwp.workflows.agent import OWNER_COMMAND_SECONDS
 from tests.integration import runtime_agent, tool_agent
 from tests.integration.conftest import stack_log_location
@@ -591,6 +594,55 @@ async def test_a_restarted_runtime_resets_a_workflow_task_its_dead_predecessor_h
     assert described.run_id != held_run  # reset: a new run, with every signal applied again
     taken_now, timed_out = await sessions_taken(handle)
     assert taken_now >= 2 and timed_out == []
+
+
+async def test_a_restarted_runtime_fails_the_run_attempt_its_dead_predecessor_held(
+    mwp_client: MwpClient, temporal_stack: BackgroundStack, effects: Path, tmp_path: Path
+) -> None:
+    """A process killed mid-run leaves its run's activity attempt started until Temporal's
+    heartbeat timeout (the lease, 30 s here). The new process fails the attempt before its
+    worker polls: the next attempt comes at once (signed under the old Session, it does not
+    start), instead of the workflow waiting on it that long; the item is done meanwhile."""
+    rig = await new_mission(mwp_client)
+    (effects / "hold").touch()
+    item = await rig.authorize("Outlive a dead worker")
+    agents = await agents_client(temporal_stack.address)
+    async with agent_process(rig, temporal_stack, tmp_path, effects, lease_seconds=30) as first:
+        agent = KeyStore(tmp_path / "agent-keys").load(runtime_agent.KEY_NAME)
+        await rig.offer(item, agent)
+        await eventually(lambda: has_checkpoint(rig, item), timeout=60)  # held mid-run
+        first.kill()
+        await first.wait()
+    handle = agents.temporal.get_workflow_handle(
+        agent_workflow_id((tmp_path / "agent-id").read_text())
+    )
+
+    async def held_runs() -> list[Any]:
+        return [
+            p
+            for p in (await handle.describe()).raw_description.pending_activities
+            if p.activity_type.name == RUN_CAPABILITY
+            and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+        ]
+
+    assert len(await held_runs()) == 1  # the dead process's attempt, still started
+    (effects / "hold").unlink()
+
+    async def released() -> bool:
+        """The held attempt failed as such: the next one waits or ran (its history)."""
+        pending = (await handle.describe()).raw_description.pending_activities
+        if any(p.last_failure.message == HELD_BY_THE_GONE for p in pending):
+            return True
+        failures = [
+            e.activity_task_started_event_attributes.last_failure.message
+            async for e in handle.fetch_history_events()
+            if e.HasField("activity_task_started_event_attributes")
+        ]
+        return HELD_BY_THE_GONE in failures
+
+    async with agent_process(rig, temporal_stack, tmp_path, effects, lease_seconds=30):
+        await eventually(released, timeout=20)  # the held attempt would last 30 s
+        await wait_for_state(rig, item, "submitted")
 
 
 async def _took(handle: WorkflowHandle[Any, Any], sessions: int) -> bool:
