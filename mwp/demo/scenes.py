@@ -9,6 +9,7 @@ import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
@@ -78,57 +79,19 @@ async def play(poc: ProofOfConcept) -> None:
     knowledge.allow_reuse(poc, small)  # the operators' Knowledge Reuse Policy
 
     async with Beside(poc) as beside:
-        # The failures injected into the full Mission's runs, each as soon as its run holds
-        # at its cue, beside the Worker restart below: the reviewer dies mid-review and the
-        # Coordinator with it, and the integration is preempted.
+        # The failures injected into the full Mission's runs, each at its moment: the
+        # Coordinator dies once the implementation runs, the reviewer mid-review, and the
+        # integration is preempted.
         expiring = beside.start(lambda p: _lease_expiry(p, full))
         replacing = beside.start(lambda p: _coordinator_failure(p, full))
         preempting = beside.start(lambda p: _preemption(p, full))
 
-        # A Worker restart: the shared tester dies mid-run, holding a backlog of the small
-        # Mission's tests, and comes back with --replace. While it is down (its backlog cannot
-        # drain, so the arrival is never raced) an urgent hotfix Mission arrives: the
-        # Organization gives the hotfix's Group weight 4 on the tester and caps the small
-        # Group at one slot, and the hotfix's test takes a slot ahead of the small tests taken
-        # before it.
-        running = await until(
-            "the tester to run a WorkItem while it holds a backlog of the small Mission's tests",
-            lambda: _running_with_backlog(small, full, "tester", 3),
-        )
-        tester = poc.process("tester")
-        killed = tester.kill()
-        killed_at = time.time()
-        poc.report.out(f"killed the tester (PID {killed}) while it ran {running[0]['workItemId']}")
-        # The policy changes below are workflow tasks: off the dead runtime's sticky queue,
-        # they wait for the new runtime, not for the sticky timeout first (as its queries do).
-        await release_sticky_queue(await _agents(poc), cast.agent_id("tester"))
-        arrived_at = time.time()
-        hotfix = await poc.create_mission(client, HOTFIX)
-        poc.report.out(f"the hotfix Mission {hotfix.mission_id} arrives")
-        await _set_policy(poc, "tester", small.group_id, weight=1, quota=1)
-        await _set_policy(poc, "tester", hotfix.group_id, weight=4)
-        tester.argv = [*tester.argv, "--replace"]
-        tester.start()
-        await tester.wait_for("Task queue", 90)
-        # Its rebuilt queues (meanwhile the hotfix test starts). Its backlog's runs wait at
-        # their first checkpoint until the status is read, however short the demo's steps.
-        (rebuilt_to, queues), _ = await asyncio.gather(
-            _rebuilt_status(poc, small, running[0]["workItemId"]),
-            until("the hotfix test to start", lambda: _started(hotfix)),
-        )
-        poc.release("backlog")
-        # Knowledge publication: the hotfix reuses the small Mission's fix, approved for it
-        # alone; sent elsewhere, or unapproved, it is refused (asked beside the rest).
-        reused = await knowledge.import_fix(poc, small, hotfix)
-        await _set_policy(poc, "tester", small.group_id, weight=1)  # the cap lifted
-
-        # Beside the scenes from here to the gateway outage: the isolation and credential
-        # checks, once what they ask about is there (they open Sessions through the gateway:
-        # done before it goes down).
+        # The Worker restart and the knowledge reuse (`_worker_restart`); the isolation and
+        # credential checks, once what they ask about is there (they open Sessions through the
+        # gateway: done before it goes down).
+        restarting = beside.start(lambda p: _worker_restart(p, client, small, full))
         isolated = beside.start(lambda p: _isolation(p, client, small, full))
-        expired = await expiring.done()
         replaced = await replacing.done()
-        preempted = await preempting.done()
 
         await logged_until(
             poc, "the full Mission to await Approval", lambda logged: awaits_approval(logged(full))
@@ -151,6 +114,8 @@ async def play(poc: ProofOfConcept) -> None:
             # The same import sent unapproved into the full Mission's Group, now active again
             # and held there (its revision waits at its cue until the outage), so that the
             # Group refuses it for its approval, not for the Mission's state.
+            restart = await restarting.done()
+            hotfix, reused = restart.hotfix, restart.reused
             refusing = beside.start(lambda p: knowledge.refuse_unapproved(p, reused, full))
             # Beside the approvals below (the console needs no gateway): the outage, once the
             # isolation scene's Sessions through the gateway and those imports are done.
@@ -198,20 +163,80 @@ async def play(poc: ProofOfConcept) -> None:
         logs = await archived.done()
         await reading.done()
 
+        expired = await expiring.done()
+        preempted = await preempting.done()
+
     injected = proofs.Injected(
-        killed=running[0]["workItemId"],
-        killed_at=killed_at,
-        tester_status=queues,
-        tester_rebuilt_to=rebuilt_to,
+        killed=restart.killed,
+        killed_at=restart.killed_at,
+        tester_status=restart.queues,
+        tester_rebuilt_to=restart.rebuilt_to,
         replaced=replaced,
         expired=expired,
         preempted=preempted,
         offline=revising,
         disconnection=cut,
-        arrived_at=arrived_at,
+        arrived_at=restart.arrived_at,
     )
     await _prove_from_logs(poc, client, full, logs, injected)
     await until("", lambda: in_state(full, "approved"), 5)
+
+
+@dataclass(frozen=True)
+class Restart:
+    """What the Worker restart did, for the proofs: the item the tester ran when it was
+    killed, when, its rebuilt status and the sequence it had applied then, when the hotfix
+    arrived, the hotfix, and the fix it reused."""
+
+    killed: str
+    killed_at: float
+    queues: str
+    rebuilt_to: int
+    arrived_at: float
+    hotfix: MissionHandle
+    reused: knowledge.Reused
+
+
+async def _worker_restart(
+    poc: ProofOfConcept, client: MwpClient, small: MissionHandle, full: MissionHandle
+) -> Restart:
+    """A Worker restart: the shared tester dies mid-run, holding a backlog of the small
+    Mission's tests, and comes back with --replace. While it is down (its backlog cannot
+    drain, so the arrival is never raced) an urgent hotfix Mission arrives: the Organization
+    gives the hotfix's Group weight 4 on the tester and caps the small Group at one slot, and
+    the hotfix's test takes a slot ahead of the small tests taken before it. Then knowledge
+    publication: the hotfix reuses the small Mission's fix, approved for it alone."""
+    running = await until(
+        "the tester to run a WorkItem while it holds a backlog of the small Mission's tests",
+        lambda: _running_with_backlog(small, full, "tester", 3),
+    )
+    tester = poc.process("tester")
+    killed = tester.kill()
+    killed_at = time.time()
+    poc.report.out(f"killed the tester (PID {killed}) while it ran {running[0]['workItemId']}")
+    # The policy changes below are workflow tasks: off the dead runtime's sticky queue, they
+    # wait for the new runtime, not for the sticky timeout first (as its queries do).
+    await release_sticky_queue(await _agents(poc), cast.agent_id("tester"))
+    arrived_at = time.time()
+    hotfix = await poc.create_mission(client, HOTFIX)
+    poc.report.out(f"the hotfix Mission {hotfix.mission_id} arrives")
+    await _set_policy(poc, "tester", small.group_id, weight=1, quota=1)
+    await _set_policy(poc, "tester", hotfix.group_id, weight=4)
+    tester.argv = [*tester.argv, "--replace"]
+    tester.start()
+    await tester.wait_for("Task queue", 90)
+    # Its rebuilt queues (meanwhile the hotfix test starts). Its backlog's runs wait at their
+    # first checkpoint until the status is read, however short the demo's steps.
+    (rebuilt_to, queues), _ = await asyncio.gather(
+        _rebuilt_status(poc, small, running[0]["workItemId"]),
+        until("the hotfix test to start", lambda: _started(hotfix)),
+    )
+    poc.release("backlog")
+    reused = await knowledge.import_fix(poc, small, hotfix)
+    await _set_policy(poc, "tester", small.group_id, weight=1)  # the cap lifted
+    return Restart(
+        running[0]["workItemId"], killed_at, queues, rebuilt_to, arrived_at, hotfix, reused
+    )
 
 
 async def _reads_of_the_fix(
