@@ -26,7 +26,7 @@ def free_port(ip: str = "127.0.0.1") -> int:
     high = min(HIGH, _ephemeral_low() - 1)
     for _ in range(ATTEMPTS if high > LOW else 0):
         port = random.randint(LOW, high)
-        if port not in _given and _bindable(ip, port):
+        if port not in _given and not port_in_use(ip, port):
             _given.add(port)
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # the kernel's choice
@@ -36,13 +36,14 @@ def free_port(ip: str = "127.0.0.1") -> int:
         return chosen
 
 
-def _bindable(ip: str, port: int) -> bool:
+def port_in_use(ip: str, port: int) -> bool:
+    """Whether a TCP port on ``ip`` cannot be bound now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
             probe.bind((ip, port))
         except OSError:
-            return False
-        return True
+            return True
+        return False
 
 
 def _ephemeral_low() -> int:

