@@ -68,7 +68,7 @@ from mwp.contracts.agent import (
 from mwp.contracts.messages import group_authority
 from mwp.core.errors import ErrorCode, MwpError
 from mwp.stores.objects import ObjectStore, S3ObjectStore, open_store
-from mwp.workers.held_task import release_held_activities, release_held_task
+from mwp.workers.held_task import release_held_work
 from mwp.workers.plugin import MwpPlugin
 from mwp.workers.run_lines import RunLines, agent_name
 from mwp.workers.runtime_watch import RuntimeWatch, replaced_line
@@ -355,8 +355,7 @@ async def run_agent_worker(
     for signum in signals:
         loop.add_signal_handler(signum, stop.set)
     try:
-        await release_held_task(client.temporal, agent.agent_id)  # before this worker polls
-        await release_held_activities(client.temporal, agent.agent_id)
+        await release_held_work(client.temporal, agent.agent_id)  # before this worker polls
         async with worker:
             await release_sticky_queue(client.temporal, agent.agent_id)
             await start_scheduler(
@@ -439,8 +438,7 @@ async def _run_through_gateway(
                                 worker = _runtime_worker(
                                     client, agent, store, card_version, lines, gateway=connection
                                 )
-                                await release_held_task(client.temporal, agent.agent_id)
-                                await release_held_activities(client.temporal, agent.agent_id)
+                                await release_held_work(client.temporal, agent.agent_id)
                                 await serving.enter_async_context(worker)
                                 await release_sticky_queue(client.temporal, agent.agent_id)
                             await start_scheduler(
