@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from importlib import metadata
 from pathlib import Path
@@ -123,6 +123,7 @@ def _log_tail(path: Path, lines: int = 30) -> str:
 
 
 WAL_PRAGMAS: Mapping[str, str] = {"journal_mode": "wal", "synchronous": "normal"}
+STOP_SECONDS = 10.0  # how long the dev server may take to stop before it is killed
 BUFFERED_QUERIES = 64  # per workflow, while one of its tasks runs (the server's default: 1)
 
 # Dynamic config the embedded server always gets (``dynamic_config`` may override it). A
@@ -195,7 +196,7 @@ class StackConfig:
         return self.log_store or str(self.state_dir / "objects")
 
     startup_timeout: float = 30.0
-    stop_timeout: float = 10.0
+    stop_timeout: float = STOP_SECONDS
 
     @property
     def address(self) -> str:
@@ -849,7 +850,7 @@ def stack_config(
             settings[key] = json.loads(value)
         except json.JSONDecodeError:
             settings[key] = value
-    config = StackConfig(
+    return StackConfig(
         state_dir=Path(state_dir) if state_dir is not None else Path.cwd() / ".mwp",
         port=port if port is not None else DEFAULT_PORT,
         ui_port=None if headless else (ui_port if ui_port is not None else DEFAULT_UI_PORT),
@@ -862,7 +863,6 @@ def stack_config(
         gateway_port=gateway_port,
         artifact_port=artifact_port,
         console_port=console_port,
+        stop_timeout=STOP_SECONDS if server_stop_seconds is None else server_stop_seconds,
+        in_memory=in_memory,
     )
-    if server_stop_seconds is not None:
-        config = replace(config, stop_timeout=server_stop_seconds)
-    return replace(config, in_memory=in_memory)
