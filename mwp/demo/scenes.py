@@ -617,15 +617,14 @@ async def _last_sequence(poc: ProofOfConcept, mission: MissionHandle) -> int:
 async def _logged_through(
     poc: ProofOfConcept, mission: MissionHandle, sequence: int, timeout: float = 30.0
 ) -> list[Json]:
-    """The Group's Events in its log in the store, once it holds ``sequence``."""
+    """The Group's Events in its log in the store, once it holds ``sequence`` (read on from
+    where the scenes' waits left it, not again from the start)."""
     deadline = time.monotonic() + timeout
     while True:
-        _, events = await asyncio.to_thread(read_log, poc.store, mission.group_id)
-        if (events.events and events.events[-1]["sequence"] >= sequence) or (
-            time.monotonic() > deadline
-        ):
-            return list(events.events)
-        await asyncio.sleep(0.1)
+        events = poc.logged(mission).events
+        if (events and events[-1]["sequence"] >= sequence) or time.monotonic() > deadline:
+            return list(events)
+        await asyncio.sleep(LOG_POLL_SECONDS)
 
 
 _TEXT: Json = {"content": [{"type": "text", "text": "After the archive."}]}
